@@ -1,0 +1,8 @@
+import type { Constructor } from '@mikro-orm/core';
+import type { Migration } from '@mikro-orm/migrations';
+import { Migration20261122000000_initial } from './Migration20261122000000_initial.ts';
+
+/** Every migration, in order. The same list runs on PGlite and on PostgreSQL. */
+export const migrations: { name: string; class: Constructor<Migration> }[] = [
+  { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
+];

@@ -1,0 +1,101 @@
+import Fastify, { type FastifyBaseLogger } from 'fastify';
+import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Logger } from 'pino';
+import { AssignmentService } from './assignment/assignment-service.ts';
+import { CatalogService } from './catalog/catalog-service.ts';
+import { systemClock, type Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import { Revocations } from './events/revocation.ts';
+import type { App, IdentityApi } from './http/context.ts';
+import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
+import { IdentityService } from './identity/identity-service.ts';
+import { PasswordHasher } from './identity/password-hash.ts';
+import { InterimIdentityAuthorizer } from './policy/identity-authorizer.ts';
+import { ResourceService } from './resource/resource-service.ts';
+import { embeddedDirectoryOf, Store } from './store/database.ts';
+import { FernetKeyRepository } from './token/fernet-key-repository.ts';
+import { FernetTokenProvider } from './token/fernet-provider.ts';
+import { TokenService } from './token/token-service.ts';
+
+export interface BuildOptions {
+  clock?: Clock;
+  /** Overrides where the embedded database lives ('memory' in tests). */
+  embeddedDirectory?: string | 'memory';
+  /** A pino logger, or false to log nothing (tests). */
+  logger?: Logger | false;
+}
+
+/** Every service, built once and wired together; the HTTP server on top. */
+export interface Application extends IdentityApi {
+  server: App;
+  store: Store;
+  tokenProvider: FernetTokenProvider;
+  /** Every route of the identity API (tests apply security cases to each). */
+  routes: RouteInfo[];
+  close(): Promise<void>;
+}
+
+/** The composition root: opens the store, runs migrations, builds each service once. */
+export async function buildApplication(config: Config, options: BuildOptions = {}): Promise<Application> {
+  const clock = options.clock ?? systemClock;
+  const store = await Store.open({
+    databaseUrl: config.databaseUrl,
+    embeddedDirectory: options.embeddedDirectory ?? embeddedDirectoryOf(config.dataDir),
+  });
+  try {
+    await store.migrate();
+    const server = Fastify({
+      loggerInstance: options.logger === false ? undefined : (options.logger as FastifyBaseLogger | undefined),
+      logger: options.logger === false ? false : undefined,
+      // Fastify's defaults of 0 mean "no limit", which invites slow-client attacks.
+      connectionTimeout: config.requestTimeoutMs * 2,
+      requestTimeout: config.requestTimeoutMs,
+      keepAliveTimeout: 72_000,
+      bodyLimit: config.bodyLimitBytes,
+      routerOptions: { ignoreTrailingSlash: true, maxParamLength: 255 },
+      return503OnClosing: true,
+      exposeHeadRoutes: true,
+    }).withTypeProvider<TypeBoxTypeProvider>();
+    server.setValidatorCompiler(TypeBoxValidatorCompiler);
+
+    const log = server.log;
+    const revocations = new Revocations(store, clock);
+    await revocations.load();
+    const tokenProvider = new FernetTokenProvider(new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys), log);
+    tokenProvider.start();
+
+    const resources = new ResourceService(store, revocations, clock);
+    const identity = new IdentityService(store, resources, new PasswordHasher({ bcryptRounds: config.passwordHashRounds }), revocations, clock);
+    const assignments = new AssignmentService(store, identity, resources);
+    const catalog = new CatalogService(store);
+    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, revocations, clock, config.tokenExpiration);
+    const api: IdentityApi = {
+      config,
+      resources,
+      identity,
+      assignments,
+      catalog,
+      tokens,
+      revocations,
+      authorizer: new InterimIdentityAuthorizer(),
+    };
+    const routes = registerIdentityApi(server, api);
+    await server.ready();
+
+    return {
+      ...api,
+      server,
+      store,
+      tokenProvider,
+      routes,
+      async close() {
+        tokenProvider.stop();
+        await server.close();
+        await store.close();
+      },
+    };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}

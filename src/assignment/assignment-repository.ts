@@ -1,0 +1,72 @@
+import type { EntityManager } from '../store/database.ts';
+import {
+  AssignmentEntity,
+  ImpliedRoleEntity,
+  RoleEntity,
+  type AssignmentRow,
+  type ImpliedRoleRow,
+  type RoleRow,
+} from '../store/entities.ts';
+import { stringConditions, type StringMatch } from '../store/filters.ts';
+
+export type ActorType = 'user' | 'group';
+export type TargetType = 'project' | 'domain' | 'system';
+export const SYSTEM_TARGET_ID = 'all';
+
+export interface RoleQuery {
+  ids?: string[];
+  name?: StringMatch[];
+  /** null: global roles only. */
+  domainId?: string | null;
+}
+
+export interface AssignmentQuery {
+  actors?: { type: ActorType; ids: string[] }[];
+  roleIds?: string[];
+  targets?: { type: TargetType; ids: string[]; inherited?: boolean }[];
+  inherited?: boolean;
+}
+
+/** Storage of roles, role implications and role assignments. */
+export class AssignmentRepository {
+  findRole(em: EntityManager, id: string): Promise<RoleRow | null> {
+    return em.findOne(RoleEntity, { id });
+  }
+
+  listRoles(em: EntityManager, query: RoleQuery): Promise<RoleRow[]> {
+    const and: Record<string, unknown>[] = [];
+    if (query.ids) and.push({ id: { $in: query.ids } });
+    if (query.name) and.push(...stringConditions('name', query.name));
+    if (query.domainId !== undefined) and.push({ domainId: query.domainId });
+    return em.find(RoleEntity, and.length ? { $and: and } : {}, { orderBy: { name: 'asc', id: 'asc' } });
+  }
+
+  implications(em: EntityManager, priorRoleId?: string): Promise<ImpliedRoleRow[]> {
+    return em.find(ImpliedRoleEntity, priorRoleId ? { priorRoleId } : {}, { orderBy: { priorRoleId: 'asc', impliedRoleId: 'asc' } });
+  }
+
+  findImplication(em: EntityManager, priorRoleId: string, impliedRoleId: string): Promise<ImpliedRoleRow | null> {
+    return em.findOne(ImpliedRoleEntity, { priorRoleId, impliedRoleId });
+  }
+
+  findAssignments(em: EntityManager, query: AssignmentQuery): Promise<AssignmentRow[]> {
+    const and: Record<string, unknown>[] = [];
+    if (query.actors) {
+      and.push({ $or: query.actors.map((actor) => ({ actorType: actor.type, actorId: { $in: actor.ids } })) });
+    }
+    if (query.roleIds) and.push({ roleId: { $in: query.roleIds } });
+    if (query.targets) {
+      and.push({
+        $or: query.targets.map((target) => ({
+          targetType: target.type,
+          targetId: { $in: target.ids },
+          ...(target.inherited === undefined ? {} : { inherited: target.inherited }),
+        })),
+      });
+    }
+    if (query.inherited !== undefined) and.push({ inherited: query.inherited });
+    return em.find(AssignmentEntity, and.length ? { $and: and } : {}, {
+      orderBy: { targetType: 'asc', targetId: 'asc', actorType: 'desc', actorId: 'asc', roleId: 'asc' },
+    });
+  }
+}

@@ -1,0 +1,525 @@
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
+import type { IdentityService } from '../identity/identity-service.ts';
+import { newId } from '../ids.ts';
+import { cleanOptions, type ResourceService } from '../resource/resource-service.ts';
+import type { EntityManager, Store } from '../store/database.ts';
+import { AssignmentEntity, ImpliedRoleEntity, RoleEntity, type AssignmentRow, type Json, type RoleRow } from '../store/entities.ts';
+import { isUniqueViolation, type StringMatch } from '../store/filters.ts';
+import {
+  AssignmentRepository,
+  SYSTEM_TARGET_ID,
+  type ActorType,
+  type AssignmentQuery,
+  type TargetType,
+} from './assignment-repository.ts';
+
+export { SYSTEM_TARGET_ID, type ActorType, type TargetType } from './assignment-repository.ts';
+
+export type Role = RoleRow;
+
+export interface RoleInput {
+  name: string;
+  domainId?: string | null | undefined;
+  description?: string | null | undefined;
+  options?: Json | undefined;
+  extra?: Json | undefined;
+}
+
+export interface RolePatch {
+  id?: string | undefined;
+  name?: string | undefined;
+  domainId?: string | null | undefined;
+  description?: string | null | undefined;
+  options?: Json | undefined;
+  extra?: Json | undefined;
+}
+
+export interface RoleFilter {
+  name?: StringMatch[];
+  domainId?: string | null;
+}
+
+export interface Grant {
+  actorType: ActorType;
+  actorId: string;
+  targetType: TargetType;
+  /** Project or domain id; SYSTEM_TARGET_ID for the system. */
+  targetId: string;
+  roleId: string;
+  inherited?: boolean;
+}
+
+export interface RoleImplication {
+  prior: Role;
+  implied: Role;
+}
+
+export interface AssignmentFilter {
+  userId?: string;
+  groupId?: string;
+  roleId?: string;
+  projectId?: string;
+  domainId?: string;
+  system?: boolean;
+  /** Only assignments inherited to projects (scope.OS-INHERIT:inherited_to=projects). */
+  inheritedOnly?: boolean;
+  effective?: boolean;
+  includeSubtree?: boolean;
+}
+
+/** One entry of GET /v3/role_assignments, before rendering. */
+export interface AssignmentEntry {
+  actorType: ActorType;
+  actorId: string;
+  targetType: TargetType;
+  targetId: string;
+  roleId: string;
+  inherited: boolean;
+  /** For effective group-derived entries: the group the user is a member of. */
+  viaGroupId?: string;
+  /** For implied entries: the role that implied this one. */
+  priorRoleId?: string;
+  /** The grant the entry comes from (differs from the entry for effective expansions). */
+  source: Grant & { inherited: boolean };
+}
+
+/** Keystone's default [assignment] prohibited_implied_role. */
+const PROHIBITED_IMPLIED_ROLES = ['admin'];
+
+/** Roles, implied roles and role assignments; computes the effective roles that scope tokens. */
+export class AssignmentService {
+  private readonly repository = new AssignmentRepository();
+
+  constructor(
+    private readonly store: Store,
+    private readonly identity: IdentityService,
+    private readonly resources: ResourceService,
+  ) {}
+
+  // ---- roles -----------------------------------------------------------------------------
+
+  async getRole(id: string, em: EntityManager = this.store.reader()): Promise<Role> {
+    const row = await this.repository.findRole(em, id);
+    if (!row) throw NotFoundError.of('role', id);
+    return row;
+  }
+
+  listRoles(filter: RoleFilter & { ids?: string[] }): Promise<Role[]> {
+    return this.repository.listRoles(this.store.reader(), filter);
+  }
+
+  createRole(input: RoleInput): Promise<Role> {
+    return this.store
+      .transaction(async (em) => {
+        if (input.domainId) {
+          const domain = await this.resources.findAny(input.domainId, em);
+          if (!domain?.isDomain) throw NotFoundError.of('domain', input.domainId);
+        }
+        const row = em.create(RoleEntity, {
+          id: newId(),
+          name: input.name,
+          domainId: input.domainId ?? null,
+          description: input.description ?? null,
+          options: cleanOptions({}, input.options),
+          extra: input.extra ?? {},
+        });
+        await em.flush();
+        return row;
+      })
+      .catch((error: unknown) => {
+        if (isUniqueViolation(error)) throw duplicateRole(input.name, input.domainId);
+        throw error;
+      });
+  }
+
+  updateRole(id: string, patch: RolePatch): Promise<Role> {
+    return this.store
+      .transaction(async (em) => {
+        const row = await this.getRole(id, em);
+        if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change role ID');
+        if (patch.domainId !== undefined && patch.domainId !== row.domainId) throw new ValidationError('Update of `domain_id` is not allowed.');
+        if (row.options.immutable === true && !(patch.options && patch.options.immutable === false)) {
+          throw new ForbiddenError(`Unable to update immutable role resource: \`${id}. Set resource option "immutable" to false first.`);
+        }
+        if (patch.name !== undefined) row.name = patch.name;
+        if (patch.description !== undefined) row.description = patch.description;
+        if (patch.options !== undefined) row.options = cleanOptions(row.options, patch.options);
+        if (patch.extra !== undefined && Object.keys(patch.extra).length) row.extra = { ...row.extra, ...patch.extra };
+        await em.flush();
+        return row;
+      })
+      .catch((error: unknown) => {
+        if (isUniqueViolation(error)) throw duplicateRole(patch.name ?? '', patch.domainId);
+        throw error;
+      });
+  }
+
+  deleteRole(id: string): Promise<void> {
+    return this.store.transaction(async (em) => {
+      const row = await this.getRole(id, em);
+      if (row.options.immutable === true) {
+        throw new ForbiddenError(`Unable to delete immutable role resource: \`${id}. Set resource option "immutable" to false first.`);
+      }
+      // Assignments and implications go by foreign-key cascade.
+      em.remove(row);
+      await em.flush();
+    });
+  }
+
+  // ---- implied roles ---------------------------------------------------------------------
+
+  async createImplication(priorRoleId: string, impliedRoleId: string): Promise<RoleImplication> {
+    return this.store.transaction(async (em) => {
+      const prior = await this.getRole(priorRoleId, em);
+      const implied = await this.getRole(impliedRoleId, em);
+      if (PROHIBITED_IMPLIED_ROLES.includes(implied.name)) throw new ForbiddenError(`${impliedRoleId} cannot be an implied roles.`);
+      if (implied.domainId) throw new ForbiddenError(`${impliedRoleId} is a domain-specific role and cannot be implied.`);
+      if (!(await this.repository.findImplication(em, priorRoleId, impliedRoleId))) {
+        em.create(ImpliedRoleEntity, { priorRoleId, impliedRoleId });
+        await em.flush();
+      }
+      return { prior, implied };
+    });
+  }
+
+  async getImplication(priorRoleId: string, impliedRoleId: string): Promise<RoleImplication> {
+    const em = this.store.reader();
+    const prior = await this.getRole(priorRoleId, em);
+    const implied = await this.getRole(impliedRoleId, em);
+    if (!(await this.repository.findImplication(em, priorRoleId, impliedRoleId))) {
+      throw new NotFoundError(`${priorRoleId} does not imply ${impliedRoleId}.`);
+    }
+    return { prior, implied };
+  }
+
+  async deleteImplication(priorRoleId: string, impliedRoleId: string): Promise<void> {
+    await this.store.transaction(async (em) => {
+      await this.getRole(priorRoleId, em);
+      await this.getRole(impliedRoleId, em);
+      const row = await this.repository.findImplication(em, priorRoleId, impliedRoleId);
+      if (!row) throw new NotFoundError(`${priorRoleId} does not imply ${impliedRoleId}.`);
+      em.remove(row);
+      await em.flush();
+    });
+  }
+
+  /** Direct implications, grouped by prior role (one prior role when given). */
+  async listImplications(priorRoleId?: string): Promise<{ prior: Role; implied: Role[] }[]> {
+    const em = this.store.reader();
+    if (priorRoleId) await this.getRole(priorRoleId, em);
+    const rows = await this.repository.implications(em, priorRoleId);
+    const roleIds = [...new Set(rows.flatMap((row) => [row.priorRoleId, row.impliedRoleId]))];
+    const roles = new Map((await this.repository.listRoles(em, { ids: roleIds })).map((role) => [role.id, role]));
+    const grouped = new Map<string, { prior: Role; implied: Role[] }>();
+    for (const row of rows) {
+      const prior = roles.get(row.priorRoleId);
+      const implied = roles.get(row.impliedRoleId);
+      if (!prior || !implied) continue;
+      const entry = grouped.get(prior.id) ?? { prior, implied: [] };
+      entry.implied.push(implied);
+      grouped.set(prior.id, entry);
+    }
+    if (priorRoleId && !grouped.has(priorRoleId)) {
+      return [{ prior: await this.getRole(priorRoleId, em), implied: [] }];
+    }
+    return [...grouped.values()];
+  }
+
+  // ---- grants ----------------------------------------------------------------------------
+
+  async grant(grant: Grant): Promise<void> {
+    await this.store.transaction(async (em) => {
+      await this.assertGrantParties(em, grant);
+      if ((await this.findGrant(em, grant)) === null) {
+        em.create(AssignmentEntity, { ...grant, inherited: grant.inherited ?? false });
+        await em.flush();
+      }
+    });
+  }
+
+  async checkGrant(grant: Grant): Promise<void> {
+    const em = this.store.reader();
+    await this.assertGrantParties(em, grant);
+    if ((await this.findGrant(em, grant)) === null) throw missingGrant(grant);
+  }
+
+  async revokeGrant(grant: Grant): Promise<void> {
+    await this.store.transaction(async (em) => {
+      await this.assertGrantParties(em, grant);
+      const row = await this.findGrant(em, grant);
+      if (!row) throw missingGrant(grant);
+      em.remove(row);
+      await em.flush();
+    });
+  }
+
+  /** Roles granted directly to the actor on the target (GET …/users/{u}/roles). */
+  async listGrantedRoles(actorType: ActorType, actorId: string, targetType: TargetType, targetId: string, inherited = false): Promise<Role[]> {
+    const em = this.store.reader();
+    await this.assertActor(em, actorType, actorId);
+    await this.assertTarget(em, targetType, targetId);
+    const rows = await this.repository.findAssignments(em, {
+      actors: [{ type: actorType, ids: [actorId] }],
+      targets: [{ type: targetType, ids: [targetId], inherited }],
+    });
+    if (!rows.length) return [];
+    return this.repository.listRoles(em, { ids: rows.map((row) => row.roleId) });
+  }
+
+  private findGrant(em: EntityManager, grant: Grant): Promise<AssignmentRow | null> {
+    return em.findOne(AssignmentEntity, {
+      actorType: grant.actorType,
+      actorId: grant.actorId,
+      targetType: grant.targetType,
+      targetId: grant.targetId,
+      roleId: grant.roleId,
+      inherited: grant.inherited ?? false,
+    });
+  }
+
+  private async assertGrantParties(em: EntityManager, grant: Grant): Promise<void> {
+    const role = await this.getRole(grant.roleId, em);
+    await this.assertActor(em, grant.actorType, grant.actorId);
+    const target = await this.assertTarget(em, grant.targetType, grant.targetId);
+    if (role.domainId && target) {
+      const targetDomainId = target.isDomain ? target.id : target.domainId;
+      if (targetDomainId !== role.domainId) {
+        throw new ForbiddenError(
+          `${target.isDomain ? 'Domain' : 'Project'} ${target.id} must be in the same domain as the role ${role.id} being assigned.`,
+        );
+      }
+    }
+  }
+
+  private async assertActor(em: EntityManager, actorType: ActorType, actorId: string): Promise<void> {
+    if (actorType === 'user') await this.identity.getUser(actorId, em);
+    else await this.identity.getGroup(actorId, em);
+  }
+
+  private async assertTarget(em: EntityManager, targetType: TargetType, targetId: string) {
+    if (targetType === 'system') return null;
+    return targetType === 'domain' ? this.resources.getDomain(targetId, em) : this.resources.getProject(targetId, em);
+  }
+
+  // ---- listing and effective roles -------------------------------------------------------
+
+  /** GET /v3/role_assignments: direct grants, or the effective ones a token would carry. */
+  async listAssignments(filter: AssignmentFilter): Promise<AssignmentEntry[]> {
+    if (filter.projectId && filter.domainId) throw new ValidationError('Specify a domain or project, not both');
+    if (filter.system && (filter.projectId || filter.domainId)) {
+      throw new ValidationError(`Specify system or ${filter.projectId ? 'project' : 'domain'}, not both`);
+    }
+    if (filter.userId && filter.groupId) throw new ValidationError('Specify a user or group, not both');
+    if (filter.effective && filter.groupId) {
+      throw new ValidationError('Combining effective and group filter will always result in an empty list.');
+    }
+    if (filter.includeSubtree && !filter.projectId) {
+      throw new ValidationError('scope.project.id must be specified if include_subtree is also specified');
+    }
+    const em = this.store.reader();
+    return filter.effective ? this.effectiveAssignments(em, filter) : this.directAssignments(em, filter);
+  }
+
+  private async directAssignments(em: EntityManager, filter: AssignmentFilter): Promise<AssignmentEntry[]> {
+    const query: AssignmentQuery = {};
+    if (filter.userId) query.actors = [{ type: 'user', ids: [filter.userId] }];
+    if (filter.groupId) query.actors = [{ type: 'group', ids: [filter.groupId] }];
+    if (filter.roleId) query.roleIds = [filter.roleId];
+    if (filter.projectId) {
+      const ids = [filter.projectId];
+      if (filter.includeSubtree) ids.push(...(await this.resources.descendants(filter.projectId)).map((project) => project.id));
+      query.targets = [{ type: 'project', ids }];
+    } else if (filter.domainId) {
+      query.targets = [{ type: 'domain', ids: [filter.domainId] }];
+    } else if (filter.system) {
+      query.targets = [{ type: 'system', ids: [SYSTEM_TARGET_ID] }];
+    }
+    if (filter.inheritedOnly) query.inherited = true;
+    const rows = await this.repository.findAssignments(em, query);
+    return rows.map((row) => {
+      const source = { ...rowGrant(row) };
+      return { ...source, source };
+    });
+  }
+
+  /**
+   * Expands group grants to their members, inherited grants onto projects, and implied roles; drops
+   * domain-specific roles (only what they imply counts), as Keystone's effective listing does.
+   */
+  private async effectiveAssignments(em: EntityManager, filter: AssignmentFilter): Promise<AssignmentEntry[]> {
+    const query: AssignmentQuery = {};
+    if (filter.userId) {
+      const groupIds = await this.identity.groupIdsOfUser(filter.userId);
+      query.actors = [{ type: 'user', ids: [filter.userId] }];
+      if (groupIds.length) query.actors.push({ type: 'group', ids: groupIds });
+    }
+    let projectsInScope: Set<string> | undefined;
+    if (filter.projectId) {
+      const project = await this.resources.getProject(filter.projectId, em);
+      const subtree = filter.includeSubtree ? await this.resources.descendants(project.id) : [];
+      projectsInScope = new Set([project.id, ...subtree.map((row) => row.id)]);
+      const ancestors = await this.resources.ancestors(project);
+      query.targets = [
+        { type: 'project', ids: [...projectsInScope] },
+        { type: 'project', ids: ancestors.filter((row) => !row.isDomain).map((row) => row.id), inherited: true },
+        { type: 'domain', ids: project.domainId ? [project.domainId] : [], inherited: true },
+      ];
+    } else if (filter.domainId) {
+      query.targets = [{ type: 'domain', ids: [filter.domainId] }];
+    } else if (filter.system) {
+      query.targets = [{ type: 'system', ids: [SYSTEM_TARGET_ID] }];
+    }
+    const rows = await this.repository.findAssignments(em, query);
+
+    // Group grants become one entry per member.
+    const groupIds = [...new Set(rows.filter((row) => row.actorType === 'group').map((row) => row.actorId))];
+    const members = await this.identity.membersOfGroups(groupIds);
+    const perUser: AssignmentEntry[] = [];
+    for (const row of rows) {
+      const source = rowGrant(row);
+      if (row.actorType === 'user') {
+        perUser.push({ ...source, source });
+        continue;
+      }
+      for (const userId of members.get(row.actorId) ?? []) {
+        if (filter.userId && userId !== filter.userId) continue;
+        perUser.push({ ...source, actorType: 'user', actorId: userId, viaGroupId: row.actorId, source });
+      }
+    }
+
+    // Inherited grants land on the projects below their target.
+    const placed: AssignmentEntry[] = [];
+    for (const entry of perUser) {
+      if (!entry.inherited) {
+        placed.push(entry);
+        continue;
+      }
+      const projects =
+        entry.targetType === 'domain'
+          ? await this.resources.listProjects({ domainId: entry.targetId })
+          : await this.resources.descendants(entry.targetId);
+      for (const project of projects) {
+        if (projectsInScope && !projectsInScope.has(project.id)) continue;
+        placed.push({ ...entry, targetType: 'project', targetId: project.id, inherited: false });
+      }
+    }
+
+    const expanded = await this.expandImplied(em, placed);
+    const wanted = filter.roleId;
+    return dedupe(expanded.filter((entry) => !wanted || entry.roleId === wanted));
+  }
+
+  private async expandImplied(em: EntityManager, entries: AssignmentEntry[]): Promise<AssignmentEntry[]> {
+    const implications = await this.implicationMap(em);
+    const roleIds = new Set(entries.map((entry) => entry.roleId));
+    for (const implied of implications.values()) for (const id of implied) roleIds.add(id);
+    const roles = new Map((await this.repository.listRoles(em, { ids: [...roleIds] })).map((role) => [role.id, role]));
+    const result: AssignmentEntry[] = [];
+    for (const entry of entries) {
+      const role = roles.get(entry.roleId);
+      if (role && !role.domainId) result.push(entry);
+      // Walk the implication graph; Keystone allows cycles, so remember what was visited.
+      const visited = new Set([entry.roleId]);
+      const queue = [entry.roleId];
+      while (queue.length) {
+        const priorRoleId = queue.shift() as string;
+        for (const impliedId of implications.get(priorRoleId) ?? []) {
+          if (visited.has(impliedId)) continue;
+          visited.add(impliedId);
+          queue.push(impliedId);
+          if (roles.get(impliedId)?.domainId) continue;
+          result.push({ ...entry, roleId: impliedId, priorRoleId });
+        }
+      }
+    }
+    return result;
+  }
+
+  private async implicationMap(em: EntityManager): Promise<Map<string, string[]>> {
+    const map = new Map<string, string[]>();
+    for (const row of await this.repository.implications(em)) {
+      const implied = map.get(row.priorRoleId);
+      if (implied) implied.push(row.impliedRoleId);
+      else map.set(row.priorRoleId, [row.impliedRoleId]);
+    }
+    return map;
+  }
+
+  /**
+   * The roles a token scoped to the target carries for this user: direct and group grants, grants
+   * inherited from the project's domain and ancestors, implied roles; never domain-specific roles.
+   */
+  async effectiveRoles(userId: string, targetType: TargetType, targetId: string): Promise<Role[]> {
+    const em = this.store.reader();
+    const groupIds = await this.identity.groupIdsOfUser(userId);
+    const actors: AssignmentQuery['actors'] = [{ type: 'user', ids: [userId] }];
+    if (groupIds.length) actors.push({ type: 'group', ids: groupIds });
+    let targets: NonNullable<AssignmentQuery['targets']>;
+    if (targetType === 'project') {
+      const project = await this.resources.findAny(targetId, em);
+      if (!project || project.isDomain) return [];
+      const ancestors = await this.resources.ancestors(project);
+      targets = [{ type: 'project', ids: [targetId], inherited: false }];
+      const parentProjects = ancestors.filter((row) => !row.isDomain).map((row) => row.id);
+      if (parentProjects.length) targets.push({ type: 'project', ids: parentProjects, inherited: true });
+      if (project.domainId) targets.push({ type: 'domain', ids: [project.domainId], inherited: true });
+    } else {
+      targets = [{ type: targetType, ids: [targetId], inherited: false }];
+    }
+    const rows = await this.repository.findAssignments(em, { actors, targets });
+    if (!rows.length) return [];
+    const implications = await this.implicationMap(em);
+    const roleIds = new Set<string>();
+    const queue = rows.map((row) => row.roleId);
+    while (queue.length) {
+      const roleId = queue.shift() as string;
+      if (roleIds.has(roleId)) continue;
+      roleIds.add(roleId);
+      queue.push(...(implications.get(roleId) ?? []));
+    }
+    const roles = await this.repository.listRoles(em, { ids: [...roleIds] });
+    return roles.filter((role) => !role.domainId);
+  }
+
+  /** Projects (or domains) on which the user holds any effective role. */
+  async targetsOfUser(userId: string, targetType: 'project' | 'domain'): Promise<string[]> {
+    const entries = await this.listAssignments({ userId, effective: true });
+    return [...new Set(entries.filter((entry) => entry.targetType === targetType).map((entry) => entry.targetId))];
+  }
+
+  /** Whether the user holds any role on the system scope. */
+  async hasSystemRole(userId: string): Promise<boolean> {
+    return (await this.effectiveRoles(userId, 'system', SYSTEM_TARGET_ID)).length > 0;
+  }
+}
+
+function rowGrant(row: AssignmentRow): Grant & { inherited: boolean } {
+  return {
+    actorType: row.actorType as ActorType,
+    actorId: row.actorId,
+    targetType: row.targetType as TargetType,
+    targetId: row.targetId,
+    roleId: row.roleId,
+    inherited: row.inherited,
+  };
+}
+
+function dedupe(entries: AssignmentEntry[]): AssignmentEntry[] {
+  const seen = new Set<string>();
+  return entries.filter((entry) => {
+    const key = [entry.actorType, entry.actorId, entry.targetType, entry.targetId, entry.roleId, entry.viaGroupId ?? '', entry.priorRoleId ?? '', entry.source.targetId].join('\u0000');
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+function duplicateRole(name: string, domainId: string | null | undefined): ConflictError {
+  return new ConflictError('role', domainId ? `Duplicate entry found with name ${name} at domain ID ${domainId}` : `Duplicate entry found with name ${name}`);
+}
+
+function missingGrant(grant: Grant): NotFoundError {
+  return new NotFoundError(
+    `Could not find role assignment with role: ${grant.roleId}, user or group: ${grant.actorId}, project, domain, or system: ${grant.targetId}.`,
+  );
+}

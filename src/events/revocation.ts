@@ -1,0 +1,158 @@
+import type { Clock } from '../clock.ts';
+import type { EntityManager, Store } from '../store/database.ts';
+import { RevocationEventEntity, type RevocationEventRow } from '../store/entities.ts';
+
+/** A Keystone revocation event: every attribute that is set must match the token. Times in ms. */
+export interface RevocationEvent {
+  userId?: string | undefined;
+  projectId?: string | undefined;
+  domainId?: string | undefined;
+  roleId?: string | undefined;
+  trustId?: string | undefined;
+  consumerId?: string | undefined;
+  accessTokenId?: string | undefined;
+  auditId?: string | undefined;
+  auditChainId?: string | undefined;
+  expiresAt?: number | undefined;
+  /** Tokens issued at or before this second are revoked. */
+  issuedBefore: number;
+  revokedAt: number;
+}
+
+/** What a revocation check needs to know about a token. */
+export interface RevocableToken {
+  userId: string;
+  userDomainId?: string | undefined;
+  projectId?: string | undefined;
+  /** The project's domain, or the scoped domain for a domain token. */
+  assignmentDomainId?: string | undefined;
+  roleIds: readonly string[];
+  auditId: string;
+  auditChainId: string;
+  trustId?: string | undefined;
+  /** Whole seconds, from the token. */
+  issuedAt: number;
+}
+
+type Attribute = 'auditId' | 'auditChainId' | 'userId' | 'projectId' | 'domainId' | 'roleId' | 'trustId' | 'consumerId' | 'accessTokenId';
+
+// An event is filed under its most selective attribute, so a check looks at a handful of short lists
+// whatever the total number of events (Keystone's linear scan made validation take seconds).
+const FILING_ORDER: Attribute[] = ['auditId', 'auditChainId', 'userId', 'projectId', 'trustId', 'accessTokenId', 'consumerId', 'domainId', 'roleId'];
+
+function filingKey(event: RevocationEvent): string {
+  for (const attribute of FILING_ORDER) {
+    const value = event[attribute];
+    if (value) return `${attribute}:${value}`;
+  }
+  return 'all';
+}
+
+function wholeSeconds(milliseconds: number): number {
+  return Math.floor(milliseconds / 1000) * 1000;
+}
+
+/**
+ * Revocation events: written to the database in the caller's transaction and indexed in memory for
+ * the validation hot path. The index is updated when the event is recorded (before commit), so a
+ * rolled-back change can only make validation stricter, never looser.
+ */
+export class Revocations {
+  private readonly filed = new Map<string, RevocationEvent[]>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+  ) {}
+
+  async load(): Promise<void> {
+    const rows = await this.store.reader().find(RevocationEventEntity, {}, { orderBy: { id: 'asc' } });
+    this.filed.clear();
+    for (const row of rows) this.index(fromRow(row));
+  }
+
+  /** Writes an event in the given transaction; issued_before and revoked_at default to now. */
+  async record(em: EntityManager, attributes: Omit<RevocationEvent, 'issuedBefore' | 'revokedAt'>): Promise<RevocationEvent> {
+    const now = wholeSeconds(this.clock.now());
+    const event: RevocationEvent = { ...attributes, issuedBefore: now, revokedAt: now };
+    em.create(RevocationEventEntity, {
+      userId: event.userId ?? null,
+      projectId: event.projectId ?? null,
+      domainId: event.domainId ?? null,
+      roleId: event.roleId ?? null,
+      trustId: event.trustId ?? null,
+      consumerId: event.consumerId ?? null,
+      accessTokenId: event.accessTokenId ?? null,
+      auditId: event.auditId ?? null,
+      auditChainId: event.auditChainId ?? null,
+      expiresAt: event.expiresAt === undefined ? null : new Date(wholeSeconds(event.expiresAt)),
+      issuedBefore: new Date(event.issuedBefore),
+      revokedAt: new Date(event.revokedAt),
+    });
+    await em.flush();
+    this.index(event);
+    return event;
+  }
+
+  isRevoked(token: RevocableToken): boolean {
+    const issuedAt = wholeSeconds(token.issuedAt);
+    const keys = [`auditId:${token.auditId}`, `auditChainId:${token.auditChainId}`, `userId:${token.userId}`, 'all'];
+    if (token.projectId) keys.push(`projectId:${token.projectId}`);
+    if (token.trustId) keys.push(`trustId:${token.trustId}`);
+    if (token.userDomainId) keys.push(`domainId:${token.userDomainId}`);
+    if (token.assignmentDomainId) keys.push(`domainId:${token.assignmentDomainId}`);
+    for (const roleId of token.roleIds) keys.push(`roleId:${roleId}`);
+    for (const key of keys) {
+      const events = this.filed.get(key);
+      if (!events) continue;
+      for (const event of events) {
+        if (event.issuedBefore >= issuedAt && matches(event, token)) return true;
+      }
+    }
+    return false;
+  }
+
+  /** Events revoked after `since` (ms), oldest first, from the database. */
+  async list(since?: number): Promise<RevocationEvent[]> {
+    const where = since === undefined ? {} : { revokedAt: { $gt: new Date(since) } };
+    const rows = await this.store.reader().find(RevocationEventEntity, where, { orderBy: { id: 'asc' } });
+    return rows.map(fromRow);
+  }
+
+  private index(event: RevocationEvent): void {
+    const key = filingKey(event);
+    const events = this.filed.get(key);
+    if (events) events.push(event);
+    else this.filed.set(key, [event]);
+  }
+}
+
+function matches(event: RevocationEvent, token: RevocableToken): boolean {
+  if (event.auditId && event.auditId !== token.auditId) return false;
+  if (event.auditChainId && event.auditChainId !== token.auditChainId) return false;
+  if (event.userId && event.userId !== token.userId) return false;
+  if (event.projectId && event.projectId !== token.projectId) return false;
+  if (event.trustId && event.trustId !== token.trustId) return false;
+  if (event.domainId && event.domainId !== token.userDomainId && event.domainId !== token.assignmentDomainId) return false;
+  if (event.roleId && !token.roleIds.includes(event.roleId)) return false;
+  // Consumer and access-token events only concern OAuth1 tokens, which are not issued here.
+  if (event.consumerId || event.accessTokenId) return false;
+  return true;
+}
+
+function fromRow(row: RevocationEventRow): RevocationEvent {
+  return {
+    userId: row.userId ?? undefined,
+    projectId: row.projectId ?? undefined,
+    domainId: row.domainId ?? undefined,
+    roleId: row.roleId ?? undefined,
+    trustId: row.trustId ?? undefined,
+    consumerId: row.consumerId ?? undefined,
+    accessTokenId: row.accessTokenId ?? undefined,
+    auditId: row.auditId ?? undefined,
+    auditChainId: row.auditChainId ?? undefined,
+    expiresAt: row.expiresAt?.getTime(),
+    issuedBefore: row.issuedBefore.getTime(),
+    revokedAt: row.revokedAt.getTime(),
+  };
+}

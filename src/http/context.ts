@@ -1,0 +1,68 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, RawServerDefault, FastifyBaseLogger } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AssignmentService } from '../assignment/assignment-service.ts';
+import type { CatalogService } from '../catalog/catalog-service.ts';
+import type { Config } from '../config.ts';
+import { AuthenticationError } from '../errors.ts';
+import type { Revocations } from '../events/revocation.ts';
+import type { IdentityService } from '../identity/identity-service.ts';
+import type { IdentityAuthorizer, PolicyTarget } from '../policy/identity-authorizer.ts';
+import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-service.ts';
+import type { TokenContext, TokenService } from '../token/token-service.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller's validated token (absent on public routes). */
+    auth?: TokenContext;
+  }
+  interface FastifyContextConfig {
+    /** No X-Auth-Token needed (discovery, token issue, self-service password change). */
+    public?: boolean;
+  }
+}
+
+/** What the identity API routes are given (built once in app.ts). */
+export interface IdentityApi {
+  config: Config;
+  resources: ResourceService;
+  identity: IdentityService;
+  assignments: AssignmentService;
+  catalog: CatalogService;
+  tokens: TokenService;
+  revocations: Revocations;
+  authorizer: IdentityAuthorizer;
+}
+
+export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+/** The caller's token on an authenticated route. */
+export function caller(request: FastifyRequest): TokenContext {
+  if (!request.auth) throw new AuthenticationError();
+  return request.auth;
+}
+
+/** Authorizes the caller for a policy action (Keystone's rule names, e.g. identity:list_users). */
+export function authorize(api: IdentityApi, request: FastifyRequest, action: string, target?: PolicyTarget): TokenContext {
+  const auth = caller(request);
+  api.authorizer.enforce(auth, action, target);
+  return auth;
+}
+
+/** Where new users, groups and projects go when the request names no domain. */
+export function defaultDomainOf(auth: TokenContext): string {
+  return auth.scope.type === 'domain' ? auth.scope.domain.id : DEFAULT_DOMAIN_ID;
+}
+
+/** Keys of a create/update body that are not columns: Keystone keeps them and echoes them back. */
+export function extraAttributes(body: Record<string, unknown>, known: readonly string[]): Record<string, unknown> {
+  const extra: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(body)) if (!known.includes(key)) extra[key] = value;
+  return extra;
+}
+
+export function noContent(reply: FastifyReply): FastifyReply {
+  return reply.code(204).send();
+}
+
+export type Request = FastifyRequest;

@@ -1,0 +1,85 @@
+import { STATUS_CODES } from 'node:http';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { AuthenticationError, ServiceError, type ErrorKind } from '../errors.ts';
+import { baseUrl } from './links.ts';
+
+/** The one place where domain errors become HTTP statuses. */
+const STATUS_OF: Record<ErrorKind, number> = {
+  validation: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  unavailable: 503,
+  not_implemented: 501,
+};
+
+const INVALID_JSON =
+  'Expecting to find valid JSON in request body. The server could not comply with the request since it is either ' +
+  'malformed or otherwise incorrect. The client is assumed to be in error.';
+
+export const NOT_JSON =
+  'Expecting to find application/json in Content-Type header. The server could not comply with the request since ' +
+  'it is either malformed or otherwise incorrect. The client is assumed to be in error.';
+
+/** Keystone's error envelope. */
+export function sendError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  message: string,
+  extra: Record<string, unknown> = {},
+): FastifyReply {
+  if (status === 401) reply.header('WWW-Authenticate', `Keystone uri="${baseUrl(request)}/v3"`);
+  return reply
+    .code(status)
+    .type('application/json')
+    .send({ error: { code: status, title: STATUS_CODES[status] ?? 'Error', message, ...extra } });
+}
+
+/** Fastify error handler: typed domain errors, schema failures and parser errors, never a stack trace. */
+export function handleError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (error instanceof ServiceError) {
+    const extra = error instanceof AuthenticationError && error.identity ? { identity: error.identity } : {};
+    return sendError(request, reply, STATUS_OF[error.kind], error.message, extra);
+  }
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation) {
+    return sendError(request, reply, 400, schemaMessage(fastifyError));
+  }
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return sendError(request, reply, 400, INVALID_JSON);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return sendError(request, reply, 400, NOT_JSON);
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return sendError(request, reply, 413, 'The request body is larger than this server accepts.');
+  }
+  if (error instanceof SyntaxError) return sendError(request, reply, 400, INVALID_JSON);
+  const status = fastifyError.statusCode;
+  if (status && status >= 400 && status < 500) {
+    return sendError(request, reply, status, STATUS_CODES[status] ?? 'Bad Request');
+  }
+  request.log.error({ err: error }, 'unexpected error');
+  return sendError(request, reply, 500, 'An unexpected error prevented the server from fulfilling your request.');
+}
+
+/** Like Keystone's jsonschema text: "Invalid input for field 'enabled': must be boolean". */
+function schemaMessage(error: FastifyError): string {
+  const first = error.validation?.[0];
+  if (!first) return error.message;
+  const params = first.params as Record<string, unknown>;
+  const missing = params.requiredProperties ?? params.missingProperty;
+  const field = first.instancePath.replace(/^\//, '').split('/').pop() || error.validationContext || 'body';
+  if (first.keyword === 'required' && missing) {
+    const names = Array.isArray(missing) ? missing : [missing];
+    return names.map((name) => `'${String(name)}' is a required property`).join('; ');
+  }
+  if (first.keyword === 'additionalProperties') {
+    const name = params.additionalProperties ?? params.additionalProperty;
+    return `Additional properties are not allowed ('${String(Array.isArray(name) ? name.join("', '") : name)}' was unexpected)`;
+  }
+  return `Invalid input for field '${field}': ${first.message ?? 'is not valid'}`;
+}

@@ -1,0 +1,37 @@
+import type { FastifyRequest } from 'fastify';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** scheme://host[:port][/prefix] that links and WWW-Authenticate are built from (no /v3). */
+    publicBase?: string;
+  }
+}
+
+/**
+ * Keystone's base URL: PUBLIC_URL when configured, else derived from the request (X-Forwarded-Proto
+ * is honoured, X-Forwarded-Host is not, as behind Keystone's ProxyFix).
+ */
+export function baseUrl(request: FastifyRequest): string {
+  return request.publicBase ?? '';
+}
+
+export function deriveBaseUrl(request: FastifyRequest, configured: string, fixed: boolean): string {
+  if (fixed) return configured;
+  const host = request.headers.host;
+  if (!host || !/^[A-Za-z0-9.\-:[\]]+$/.test(host)) return configured;
+  const forwarded = request.headers['x-forwarded-proto'];
+  const proto = typeof forwarded === 'string' ? forwarded.split(',')[0]!.trim().toLowerCase() : '';
+  const scheme = proto === 'https' || proto === 'http' ? proto : 'http';
+  const defaultPort = scheme === 'https' ? ':443' : ':80';
+  return `${scheme}://${host.endsWith(defaultPort) ? host.slice(0, -defaultPort.length) : host}`;
+}
+
+/** `links.self` of an entity: <base>/v3/<collection>/<id>. */
+export function selfLink(request: FastifyRequest, collection: string, id: string): { self: string } {
+  return { self: `${baseUrl(request)}/v3/${collection}/${encodeURIComponent(id)}` };
+}
+
+/** Collection links: self is the request URL exactly as received; Keystone never paginates. */
+export function collectionLinks(request: FastifyRequest): { self: string; previous: null; next: null } {
+  return { self: `${baseUrl(request)}${request.url}`, previous: null, next: null };
+}

@@ -1,0 +1,233 @@
+import type { FastifyRequest } from 'fastify';
+import type { AssignmentEntry, Role } from '../assignment/assignment-service.ts';
+import type { CatalogEntry, Endpoint, Region, Service } from '../catalog/catalog-service.ts';
+import type { Group, User } from '../identity/identity-service.ts';
+import type { ProjectRow, Json } from '../store/entities.ts';
+import type { TokenContext } from '../token/token-service.ts';
+import { baseUrl, selfLink } from './links.ts';
+import type { TokenBodyShape } from './schemas.ts';
+
+// Keystone JSON shapes. Extra attributes are spread first so they can never mask a real field.
+
+/** Token times: always .000000 and Z. */
+export function tokenTime(milliseconds: number): string {
+  return new Date(Math.floor(milliseconds / 1000) * 1000).toISOString().replace(/\.\d{3}Z$/, '.000000Z');
+}
+
+/** Naive ISO with microseconds, no zone (password_expires_at, application credential expiry). */
+export function naiveTime(date: Date | null | undefined): string | null {
+  if (!date) return null;
+  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000');
+}
+
+export function renderDomain(request: FastifyRequest, domain: ProjectRow) {
+  return {
+    ...domain.extra,
+    id: domain.id,
+    name: domain.name,
+    description: domain.description,
+    enabled: domain.enabled,
+    tags: domain.tags,
+    options: domain.options,
+    links: selfLink(request, 'domains', domain.id),
+  };
+}
+
+export function renderProject(request: FastifyRequest, project: ProjectRow) {
+  return {
+    ...project.extra,
+    id: project.id,
+    name: project.name,
+    domain_id: project.domainId ?? null,
+    description: project.description,
+    enabled: project.enabled,
+    parent_id: project.parentId ?? null,
+    is_domain: project.isDomain,
+    tags: project.tags,
+    options: project.options,
+    links: selfLink(request, 'projects', project.id),
+  };
+}
+
+export function renderUser(request: FastifyRequest, user: User) {
+  return {
+    ...user.extra,
+    id: user.id,
+    name: user.name,
+    domain_id: user.domainId,
+    enabled: user.enabled,
+    password_expires_at: naiveTime(user.passwordExpiresAt),
+    options: user.options,
+    ...(user.defaultProjectId ? { default_project_id: user.defaultProjectId } : {}),
+    links: selfLink(request, 'users', user.id),
+  };
+}
+
+export function renderGroup(request: FastifyRequest, group: Group) {
+  return {
+    ...group.extra,
+    id: group.id,
+    name: group.name,
+    domain_id: group.domainId,
+    description: group.description,
+    links: selfLink(request, 'groups', group.id),
+  };
+}
+
+export function renderRole(request: FastifyRequest, role: Role) {
+  return {
+    ...role.extra,
+    id: role.id,
+    name: role.name,
+    domain_id: role.domainId ?? null,
+    description: role.description ?? null,
+    options: role.options,
+    links: selfLink(request, 'roles', role.id),
+  };
+}
+
+/** The short role form used inside implied-role responses. */
+export function renderRoleReference(request: FastifyRequest, role: Role) {
+  return { id: role.id, name: role.name, links: selfLink(request, 'roles', role.id) };
+}
+
+export function renderRegion(request: FastifyRequest, region: Region) {
+  return {
+    ...region.extra,
+    id: region.id,
+    description: region.description,
+    parent_region_id: region.parentRegionId ?? null,
+    links: selfLink(request, 'regions', region.id),
+  };
+}
+
+export function renderService(request: FastifyRequest, service: Service) {
+  return {
+    ...service.extra,
+    id: service.id,
+    type: service.type,
+    name: service.name,
+    enabled: service.enabled,
+    ...(service.description !== null && service.description !== undefined ? { description: service.description } : {}),
+    links: selfLink(request, 'services', service.id),
+  };
+}
+
+export function renderEndpoint(request: FastifyRequest, endpoint: Endpoint) {
+  return {
+    ...endpoint.extra,
+    id: endpoint.id,
+    interface: endpoint.interface,
+    region_id: endpoint.regionId ?? null,
+    region: endpoint.regionId ?? null,
+    service_id: endpoint.serviceId,
+    url: endpoint.url,
+    enabled: endpoint.enabled,
+    links: selfLink(request, 'endpoints', endpoint.id),
+  };
+}
+
+export function renderCatalog(catalog: CatalogEntry[]) {
+  return catalog.map(({ service, endpoints }) => ({
+    id: service.id,
+    type: service.type,
+    name: service.name,
+    endpoints: endpoints.map((endpoint) => ({
+      id: endpoint.id,
+      interface: endpoint.interface,
+      region_id: endpoint.regionId,
+      region: endpoint.regionId,
+      url: endpoint.url,
+    })),
+  }));
+}
+
+/** The token body (spec §2.4); the catalog is added by the caller when wanted. */
+export function renderToken(token: TokenContext, catalog?: CatalogEntry[]): TokenBodyShape {
+  const body: TokenBodyShape = {
+    methods: token.methods,
+    user: {
+      domain: { id: token.user.domainId, name: token.user.domainName },
+      id: token.user.id,
+      name: token.user.name,
+      password_expires_at: naiveTime(token.user.passwordExpiresAt),
+    },
+    audit_ids: token.auditIds,
+    expires_at: tokenTime(token.expiresAt),
+    issued_at: tokenTime(token.issuedAt),
+  };
+  switch (token.scope.type) {
+    case 'project':
+      body.project = {
+        domain: { id: token.scope.project.domainId, name: token.scope.project.domainName },
+        id: token.scope.project.id,
+        name: token.scope.project.name,
+      };
+      body.is_domain = token.scope.project.isDomain;
+      break;
+    case 'domain':
+      body.domain = { id: token.scope.domain.id, name: token.scope.domain.name };
+      break;
+    case 'system':
+      body.system = { all: true };
+      break;
+    case 'unscoped':
+      break;
+  }
+  if (token.scope.type !== 'unscoped') {
+    body.roles = token.roles.map((role) => ({ id: role.id, name: role.name }));
+    if (catalog) body.catalog = renderCatalog(catalog);
+  }
+  return body;
+}
+
+/** Names for include_names, looked up once per listing. */
+export interface AssignmentNames {
+  users: Map<string, { name: string; domainId: string }>;
+  groups: Map<string, { name: string; domainId: string }>;
+  projects: Map<string, { name: string; domainId: string | null; isDomain: boolean }>;
+  roles: Map<string, { name: string; domainId: string | null }>;
+}
+
+export function renderAssignment(request: FastifyRequest, entry: AssignmentEntry, names?: AssignmentNames) {
+  const base = `${baseUrl(request)}/v3`;
+  const domainRef = (id: string | null | undefined) => (id ? { id, name: names?.projects.get(id)?.name ?? '' } : undefined);
+  const actor = entry.actorType === 'user' ? names?.users.get(entry.actorId) : names?.groups.get(entry.actorId);
+  const actorBody = { id: entry.actorId, ...(names && actor ? { name: actor.name, domain: domainRef(actor.domainId) } : {}) };
+  const role = names?.roles.get(entry.roleId);
+  const roleBody = {
+    id: entry.roleId,
+    ...(names && role ? { name: role.name, ...(role.domainId ? { domain: domainRef(role.domainId) } : {}) } : {}),
+  };
+  let scope: Json;
+  if (entry.targetType === 'system') {
+    scope = { system: { all: true } };
+  } else if (entry.targetType === 'domain') {
+    const domain = names?.projects.get(entry.targetId);
+    scope = { domain: { id: entry.targetId, ...(names && domain ? { name: domain.name } : {}) } };
+  } else {
+    const project = names?.projects.get(entry.targetId);
+    scope = {
+      project: { id: entry.targetId, ...(names && project ? { name: project.name, domain: domainRef(project.domainId) } : {}) },
+    };
+  }
+  if (entry.inherited) scope['OS-INHERIT:inherited_to'] = 'projects';
+
+  const source = entry.source;
+  const sourceActor = source.actorType === 'user' ? 'users' : 'groups';
+  const sourceTarget = source.targetType === 'system' ? 'system' : `${source.targetType}s/${source.targetId}`;
+  const grantPath = `${sourceTarget}/${sourceActor}/${source.actorId}/roles/${source.roleId}`;
+  const links: Json = {
+    assignment: source.inherited ? `${base}/OS-INHERIT/${grantPath}/inherited_to_projects` : `${base}/${grantPath}`,
+  };
+  if (entry.viaGroupId) links.membership = `${base}/groups/${entry.viaGroupId}/users/${entry.actorId}`;
+  // Keystone renders this link with the roles swapped (sic); clients do not follow it.
+  if (entry.priorRoleId) links.prior_role = `${base}/prior_role/${entry.roleId}/implies/${entry.priorRoleId}`;
+
+  return {
+    [entry.actorType]: actorBody,
+    role: roleBody,
+    scope,
+    links,
+  };
+}

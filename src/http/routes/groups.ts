@@ -1,0 +1,89 @@
+import { authorize, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
+import { collectionLinks } from '../links.ts';
+import { booleanFilter, stringMatches, stringParameter, type Query } from '../query.ts';
+import { renderGroup, renderUser } from '../render.ts';
+import { GroupCreate, GroupEntity, GroupUpdate, UserEntity, many, one, params } from '../schemas.ts';
+
+const GROUP_FIELDS = ['id', 'name', 'domain_id', 'description', 'links'] as const;
+const Params = params('group_id');
+const MemberParams = params('group_id', 'user_id');
+
+export function registerGroupRoutes(app: App, api: IdentityApi): void {
+  app.get('/v3/groups', { schema: { response: { 200: many('groups', GroupEntity) } } }, async (request) => {
+    const auth = authorize(api, request, 'identity:list_groups');
+    const query = request.query as Query;
+    const domainId = auth.scope.type === 'domain' ? auth.scope.domain.id : stringParameter(query, 'domain_id');
+    const groups = await api.identity.listGroups({ name: stringMatches(query, 'name'), ...(domainId === undefined ? {} : { domainId }) });
+    return { groups: groups.map((group) => renderGroup(request, group)), links: collectionLinks(request) };
+  });
+
+  app.post('/v3/groups', { schema: { body: GroupCreate, response: { 201: one('group', GroupEntity) } } }, async (request, reply) => {
+    const auth = authorize(api, request, 'identity:create_group');
+    const body = request.body.group;
+    const group = await api.identity.createGroup({
+      name: body.name,
+      domainId: body.domain_id ?? defaultDomainOf(auth),
+      description: body.description,
+      extra: extraAttributes(body, GROUP_FIELDS),
+    });
+    reply.code(201);
+    return { group: renderGroup(request, group) };
+  });
+
+  app.get('/v3/groups/:group_id', { schema: { params: Params, response: { 200: one('group', GroupEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:get_group');
+    return { group: renderGroup(request, await api.identity.getGroup(request.params.group_id)) };
+  });
+
+  app.patch('/v3/groups/:group_id', { schema: { params: Params, body: GroupUpdate, response: { 200: one('group', GroupEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:update_group');
+    const body = request.body.group;
+    const group = await api.identity.updateGroup(request.params.group_id, {
+      id: typeof body.id === 'string' ? body.id : undefined,
+      name: body.name,
+      domainId: body.domain_id,
+      description: body.description,
+      extra: extraAttributes(body, GROUP_FIELDS),
+    });
+    return { group: renderGroup(request, group) };
+  });
+
+  app.delete('/v3/groups/:group_id', { schema: { params: Params } }, async (request, reply) => {
+    authorize(api, request, 'identity:delete_group');
+    await api.identity.deleteGroup(request.params.group_id);
+    return noContent(reply);
+  });
+
+  app.get('/v3/groups/:group_id/users', { schema: { params: Params, response: { 200: many('users', UserEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:list_users_in_group');
+    await api.identity.getGroup(request.params.group_id);
+    const query = request.query as Query;
+    const enabled = booleanFilter(query, 'enabled');
+    const domainId = stringParameter(query, 'domain_id');
+    const users = await api.identity.listUsers({
+      groupId: request.params.group_id,
+      name: stringMatches(query, 'name'),
+      ...(enabled === undefined ? {} : { enabled }),
+      ...(domainId === undefined ? {} : { domainId }),
+    });
+    return { users: users.map((user) => renderUser(request, user)), links: collectionLinks(request) };
+  });
+
+  app.put('/v3/groups/:group_id/users/:user_id', { schema: { params: MemberParams } }, async (request, reply) => {
+    authorize(api, request, 'identity:add_user_to_group');
+    await api.identity.addUserToGroup(request.params.group_id, request.params.user_id);
+    return noContent(reply);
+  });
+
+  app.get('/v3/groups/:group_id/users/:user_id', { schema: { params: MemberParams } }, async (request, reply) => {
+    authorize(api, request, 'identity:check_user_in_group');
+    await api.identity.checkUserInGroup(request.params.group_id, request.params.user_id);
+    return noContent(reply);
+  });
+
+  app.delete('/v3/groups/:group_id/users/:user_id', { schema: { params: MemberParams } }, async (request, reply) => {
+    authorize(api, request, 'identity:remove_user_from_group');
+    await api.identity.removeUserFromGroup(request.params.group_id, request.params.user_id);
+    return noContent(reply);
+  });
+}

@@ -1,0 +1,111 @@
+import { authorize, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
+import { collectionLinks } from '../links.ts';
+import { booleanFilter, stringMatches, stringParameter, type Query } from '../query.ts';
+import { renderGroup, renderProject, renderUser } from '../render.ts';
+import { GroupEntity, PasswordChange, ProjectEntity, UserCreate, UserEntity, UserUpdate, many, one, params } from '../schemas.ts';
+import { Type } from 'typebox';
+
+const USER_FIELDS = ['id', 'name', 'domain_id', 'password', 'enabled', 'default_project_id', 'options', 'links', 'extra', 'password_expires_at'] as const;
+const Params = params('user_id');
+
+export function registerUserRoutes(app: App, api: IdentityApi): void {
+  app.get('/v3/users', { schema: { response: { 200: many('users', UserEntity) } } }, async (request) => {
+    const auth = authorize(api, request, 'identity:list_users');
+    const query = request.query as Query;
+    const enabled = booleanFilter(query, 'enabled');
+    const domainId = auth.scope.type === 'domain' ? auth.scope.domain.id : stringParameter(query, 'domain_id');
+    const users = await api.identity.listUsers({
+      name: stringMatches(query, 'name'),
+      ...(enabled === undefined ? {} : { enabled }),
+      ...(domainId === undefined ? {} : { domainId }),
+    });
+    return { users: users.map((user) => renderUser(request, user)), links: collectionLinks(request) };
+  });
+
+  app.post('/v3/users', { schema: { body: UserCreate, response: { 201: one('user', UserEntity) } } }, async (request, reply) => {
+    const auth = authorize(api, request, 'identity:create_user');
+    const body = request.body.user;
+    const user = await api.identity.createUser({
+      name: body.name,
+      domainId: body.domain_id ?? defaultDomainOf(auth),
+      password: body.password,
+      enabled: body.enabled,
+      defaultProjectId: body.default_project_id,
+      options: body.options,
+      extra: extraAttributes(body, USER_FIELDS),
+    });
+    reply.code(201);
+    return { user: renderUser(request, user) };
+  });
+
+  app.get('/v3/users/:user_id', { schema: { params: Params, response: { 200: one('user', UserEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:get_user', { userId: request.params.user_id });
+    return { user: renderUser(request, await api.identity.getUser(request.params.user_id)) };
+  });
+
+  app.patch('/v3/users/:user_id', { schema: { params: Params, body: UserUpdate, response: { 200: one('user', UserEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:update_user', { userId: request.params.user_id });
+    const body = request.body.user;
+    const user = await api.identity.updateUser(request.params.user_id, {
+      id: typeof body.id === 'string' ? body.id : undefined,
+      name: body.name,
+      domainId: body.domain_id,
+      password: body.password,
+      enabled: body.enabled,
+      defaultProjectId: body.default_project_id,
+      options: body.options,
+      extra: extraAttributes(body, USER_FIELDS),
+    });
+    // Keystone's update response (only) also carries the raw extra attributes.
+    return { user: { ...renderUser(request, user), extra: user.extra } };
+  });
+
+  app.delete('/v3/users/:user_id', { schema: { params: Params } }, async (request, reply) => {
+    authorize(api, request, 'identity:delete_user', { userId: request.params.user_id });
+    await api.identity.deleteUser(request.params.user_id);
+    return noContent(reply);
+  });
+
+  app.post('/v3/users/:user_id/password', { config: { public: true }, schema: { params: Params, body: PasswordChange } }, async (request, reply) => {
+    const { original_password, password } = request.body.user;
+    await api.identity.changePassword(request.params.user_id, original_password, password);
+    return noContent(reply);
+  });
+
+  app.get(
+    '/v3/users/:user_id/groups',
+    {
+      schema: {
+        params: Params,
+        response: { 200: many('groups', Type.Intersect([GroupEntity, Type.Object({ membership_expires_at: Type.Null() })])) },
+      },
+    },
+    async (request) => {
+      authorize(api, request, 'identity:list_groups_for_user', { userId: request.params.user_id });
+      await api.identity.getUser(request.params.user_id);
+      const groups = await api.identity.listGroups({ userId: request.params.user_id, name: stringMatches(request.query as Query, 'name') });
+      return {
+        groups: groups.map((group) => ({ ...renderGroup(request, group), membership_expires_at: null })),
+        links: collectionLinks(request),
+      };
+    },
+  );
+
+  app.get('/v3/users/:user_id/projects', { schema: { params: Params, response: { 200: many('projects', ProjectEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:list_user_projects', { userId: request.params.user_id });
+    await api.identity.getUser(request.params.user_id);
+    const query = request.query as Query;
+    const ids = await api.assignments.targetsOfUser(request.params.user_id, 'project');
+    const enabled = booleanFilter(query, 'enabled');
+    const domainId = stringParameter(query, 'domain_id');
+    const projects = ids.length
+      ? await api.resources.listProjects({
+          ids,
+          name: stringMatches(query, 'name'),
+          ...(enabled === undefined ? {} : { enabled }),
+          ...(domainId === undefined ? {} : { domainId }),
+        })
+      : [];
+    return { projects: projects.map((project) => renderProject(request, project)), links: collectionLinks(request) };
+  });
+}

@@ -1,0 +1,436 @@
+import { Type, type Static, type TSchema } from 'typebox';
+
+// Request schemas follow Keystone's: create bodies allow extra attributes (stored and echoed back),
+// updates need at least one property, booleans must be JSON booleans (no coercion of bodies).
+
+const nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+export const Id = Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9-]+$' });
+export const ProjectName = Type.String({ minLength: 1, maxLength: 64, pattern: '\\S' });
+export const Name = Type.String({ minLength: 1, maxLength: 255, pattern: '\\S' });
+export const Description = nullable(Type.String());
+export const Url = Type.String({ minLength: 1, maxLength: 225, pattern: '^[a-zA-Z0-9+.\\-]+:.+' });
+export const Tags = Type.Array(Type.String({ minLength: 1, maxLength: 255, pattern: '^[^,/]*$' }), { maxItems: 80, uniqueItems: true });
+export const ResourceOptions = Type.Object({ immutable: Type.Optional(nullable(Type.Boolean())) }, { additionalProperties: false });
+
+const optionalBoolean = Type.Optional(nullable(Type.Boolean()));
+export const UserOptions = Type.Object(
+  {
+    ignore_change_password_upon_first_use: optionalBoolean,
+    ignore_password_expiry: optionalBoolean,
+    ignore_lockout_failure_attempts: optionalBoolean,
+    lock_password: optionalBoolean,
+    ignore_user_inactivity: optionalBoolean,
+    multi_factor_auth_rules: Type.Optional(nullable(Type.Array(Type.Array(Type.String(), { uniqueItems: true })))),
+    multi_factor_auth_enabled: optionalBoolean,
+  },
+  { additionalProperties: false },
+);
+
+const open = { additionalProperties: true } as const;
+const patch = { additionalProperties: true, minProperties: 1 } as const;
+const wrap = <K extends string, T extends TSchema>(key: K, schema: T) =>
+  Type.Object({ [key]: schema } as { [P in K]: T }, { additionalProperties: true });
+
+export const DomainCreate = wrap(
+  'domain',
+  Type.Object(
+    {
+      name: ProjectName,
+      description: Type.Optional(Description),
+      enabled: Type.Optional(Type.Boolean()),
+      tags: Type.Optional(Tags),
+      options: Type.Optional(ResourceOptions),
+      explicit_domain_id: Type.Optional(Type.String()),
+    },
+    open,
+  ),
+);
+export const DomainUpdate = wrap(
+  'domain',
+  Type.Object(
+    {
+      name: Type.Optional(ProjectName),
+      description: Type.Optional(Description),
+      enabled: Type.Optional(Type.Boolean()),
+      tags: Type.Optional(Tags),
+      options: Type.Optional(ResourceOptions),
+    },
+    patch,
+  ),
+);
+
+export const ProjectCreate = wrap(
+  'project',
+  Type.Object(
+    {
+      name: ProjectName,
+      domain_id: Type.Optional(nullable(Id)),
+      parent_id: Type.Optional(nullable(Id)),
+      is_domain: Type.Optional(Type.Boolean()),
+      description: Type.Optional(Description),
+      enabled: Type.Optional(Type.Boolean()),
+      tags: Type.Optional(Tags),
+      options: Type.Optional(ResourceOptions),
+      explicit_domain_id: Type.Optional(Type.String()),
+    },
+    open,
+  ),
+);
+export const ProjectUpdate = wrap(
+  'project',
+  Type.Object(
+    {
+      id: Type.Optional(Type.String()),
+      name: Type.Optional(ProjectName),
+      domain_id: Type.Optional(nullable(Id)),
+      parent_id: Type.Optional(nullable(Id)),
+      is_domain: Type.Optional(Type.Boolean()),
+      description: Type.Optional(Description),
+      enabled: Type.Optional(Type.Boolean()),
+      tags: Type.Optional(Tags),
+      options: Type.Optional(ResourceOptions),
+    },
+    patch,
+  ),
+);
+export const TagsBody = Type.Object({ tags: Tags }, { additionalProperties: false });
+
+export const UserCreate = wrap(
+  'user',
+  Type.Object(
+    {
+      name: Name,
+      domain_id: Type.Optional(Id),
+      password: Type.Optional(nullable(Type.String({ maxLength: 4096 }))),
+      enabled: Type.Optional(Type.Boolean()),
+      default_project_id: Type.Optional(nullable(Id)),
+      description: Type.Optional(Description),
+      options: Type.Optional(UserOptions),
+    },
+    open,
+  ),
+);
+export const UserUpdate = wrap(
+  'user',
+  Type.Object(
+    {
+      id: Type.Optional(Type.String()),
+      name: Type.Optional(Name),
+      domain_id: Type.Optional(Id),
+      password: Type.Optional(nullable(Type.String({ maxLength: 4096 }))),
+      enabled: Type.Optional(Type.Boolean()),
+      default_project_id: Type.Optional(nullable(Id)),
+      description: Type.Optional(Description),
+      options: Type.Optional(UserOptions),
+    },
+    patch,
+  ),
+);
+export const PasswordChange = Type.Object(
+  {
+    user: Type.Object(
+      {
+        original_password: Type.String({ maxLength: 4096 }),
+        password: Type.String({ maxLength: 4096 }),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: true },
+);
+
+export const GroupCreate = wrap(
+  'group',
+  Type.Object({ name: Name, domain_id: Type.Optional(Id), description: Type.Optional(Description) }, open),
+);
+export const GroupUpdate = wrap(
+  'group',
+  Type.Object(
+    { id: Type.Optional(Type.String()), name: Type.Optional(Name), domain_id: Type.Optional(Id), description: Type.Optional(Description) },
+    patch,
+  ),
+);
+
+export const RoleCreate = wrap(
+  'role',
+  Type.Object(
+    { name: Name, domain_id: Type.Optional(nullable(Id)), description: Type.Optional(Description), options: Type.Optional(ResourceOptions) },
+    open,
+  ),
+);
+export const RoleUpdate = wrap(
+  'role',
+  Type.Object(
+    {
+      id: Type.Optional(Type.String()),
+      name: Type.Optional(Name),
+      domain_id: Type.Optional(nullable(Id)),
+      description: Type.Optional(Description),
+      options: Type.Optional(ResourceOptions),
+    },
+    patch,
+  ),
+);
+
+export const RegionCreate = Type.Object(
+  {
+    region: Type.Optional(
+      Type.Object(
+        {
+          id: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+          description: Type.Optional(Description),
+          parent_region_id: Type.Optional(nullable(Type.String({ maxLength: 255 }))),
+        },
+        open,
+      ),
+    ),
+  },
+  open,
+);
+export const RegionUpdate = wrap(
+  'region',
+  Type.Object(
+    {
+      id: Type.Optional(Type.String()),
+      description: Type.Optional(Description),
+      parent_region_id: Type.Optional(nullable(Type.String({ maxLength: 255 }))),
+    },
+    patch,
+  ),
+);
+
+export const ServiceCreate = wrap(
+  'service',
+  Type.Object(
+    {
+      type: Type.String({ minLength: 1, maxLength: 255 }),
+      name: Type.Optional(Type.String({ maxLength: 255 })),
+      description: Type.Optional(Description),
+      enabled: Type.Optional(Type.Boolean()),
+    },
+    open,
+  ),
+);
+export const ServiceUpdate = wrap(
+  'service',
+  Type.Object(
+    {
+      id: Type.Optional(Type.String()),
+      type: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+      name: Type.Optional(Type.String({ maxLength: 255 })),
+      description: Type.Optional(Description),
+      enabled: Type.Optional(Type.Boolean()),
+    },
+    patch,
+  ),
+);
+
+const Interface = Type.Union([Type.Literal('admin'), Type.Literal('internal'), Type.Literal('public')]);
+export const EndpointCreate = wrap(
+  'endpoint',
+  Type.Object(
+    {
+      interface: Interface,
+      service_id: Type.String({ minLength: 1, maxLength: 64 }),
+      url: Url,
+      region_id: Type.Optional(nullable(Type.String({ maxLength: 255 }))),
+      region: Type.Optional(nullable(Type.String({ maxLength: 255 }))),
+      enabled: Type.Optional(Type.Boolean()),
+    },
+    open,
+  ),
+);
+export const EndpointUpdate = wrap(
+  'endpoint',
+  Type.Object(
+    {
+      id: Type.Optional(Type.String()),
+      interface: Type.Optional(Interface),
+      service_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+      url: Type.Optional(Url),
+      region_id: Type.Optional(nullable(Type.String({ maxLength: 255 }))),
+      region: Type.Optional(nullable(Type.String({ maxLength: 255 }))),
+      enabled: Type.Optional(Type.Boolean()),
+    },
+    patch,
+  ),
+);
+
+const NameOrId = Type.Object({ id: Type.Optional(Type.String()), name: Type.Optional(Type.String()) }, open);
+export const AuthBody = Type.Object(
+  {
+    auth: Type.Optional(Type.Object(
+      {
+        identity: Type.Object(
+          {
+            methods: Type.Array(Type.String()),
+            password: Type.Optional(
+              Type.Object(
+                {
+                  user: Type.Optional(
+                    Type.Object(
+                      {
+                        id: Type.Optional(Type.String()),
+                        name: Type.Optional(Type.String()),
+                        password: Type.Optional(Type.String({ maxLength: 4096 })),
+                        domain: Type.Optional(NameOrId),
+                      },
+                      open,
+                    ),
+                  ),
+                },
+                open,
+              ),
+            ),
+            token: Type.Optional(Type.Object({ id: Type.String() }, open)),
+          },
+          open,
+        ),
+        scope: Type.Optional(Type.Unknown()),
+      },
+      open,
+    )),
+  },
+  open,
+);
+
+// ---- response shapes ---------------------------------------------------------------------------
+
+const Links = Type.Object({ self: Type.String() }, open);
+const CollectionLinks = Type.Object({ self: Type.String(), previous: Type.Null(), next: Type.Null() });
+const AnyObject = Type.Object({}, open);
+
+const entity = (properties: Record<string, TSchema>) => Type.Object({ ...properties, links: Links }, open);
+
+export const DomainEntity = entity({
+  id: Type.String(),
+  name: Type.String(),
+  description: Type.String(),
+  enabled: Type.Boolean(),
+  tags: Type.Array(Type.String()),
+  options: AnyObject,
+});
+export const ProjectEntity = entity({
+  id: Type.String(),
+  name: Type.String(),
+  domain_id: nullable(Type.String()),
+  description: Type.String(),
+  enabled: Type.Boolean(),
+  parent_id: nullable(Type.String()),
+  is_domain: Type.Boolean(),
+  tags: Type.Array(Type.String()),
+  options: AnyObject,
+});
+export const UserEntity = entity({
+  id: Type.String(),
+  name: Type.String(),
+  domain_id: Type.String(),
+  enabled: Type.Boolean(),
+  password_expires_at: nullable(Type.String()),
+  options: AnyObject,
+});
+export const GroupEntity = entity({ id: Type.String(), name: Type.String(), domain_id: Type.String(), description: Type.String() });
+export const RoleEntity = entity({
+  id: Type.String(),
+  name: Type.String(),
+  domain_id: nullable(Type.String()),
+  description: nullable(Type.String()),
+  options: AnyObject,
+});
+export const RegionEntity = entity({ id: Type.String(), description: Type.String(), parent_region_id: nullable(Type.String()) });
+export const ServiceEntity = entity({ id: Type.String(), type: Type.String(), name: Type.String(), enabled: Type.Boolean() });
+export const EndpointEntity = entity({
+  id: Type.String(),
+  interface: Type.String(),
+  region_id: nullable(Type.String()),
+  region: nullable(Type.String()),
+  service_id: Type.String(),
+  url: Type.String(),
+  enabled: Type.Boolean(),
+});
+
+/** `{"<key>": entity}` */
+export const one = <K extends string, T extends TSchema>(key: K, schema: T) => Type.Object({ [key]: schema } as { [P in K]: T });
+/** `{"<key>": [entities], "links": {...}}` */
+export const many = <K extends string, T extends TSchema>(key: K, schema: T) =>
+  Type.Object({
+    ...({ [key]: Type.Array(schema) } as { [P in K]: ReturnType<typeof Type.Array<T>> }),
+    links: CollectionLinks,
+    truncated: Type.Optional(Type.Boolean()),
+  });
+
+const RoleReference = Type.Object({ id: Type.String(), name: Type.String(), links: Links });
+export const RoleInference = Type.Object({
+  role_inference: Type.Object({ prior_role: RoleReference, implies: RoleReference }),
+  links: Links,
+});
+export const RoleInferenceList = Type.Object({
+  role_inference: Type.Object({ prior_role: RoleReference, implies: Type.Array(RoleReference) }),
+  links: Links,
+});
+export const RoleInferences = Type.Object({
+  role_inferences: Type.Array(Type.Object({ prior_role: RoleReference, implies: Type.Array(RoleReference) })),
+});
+
+export const RoleAssignments = Type.Object({
+  role_assignments: Type.Array(Type.Object({ role: AnyObject, scope: AnyObject, links: AnyObject }, open)),
+  links: CollectionLinks,
+});
+
+const CatalogEndpoint = Type.Object({
+  id: Type.String(),
+  interface: Type.String(),
+  region_id: nullable(Type.String()),
+  region: nullable(Type.String()),
+  url: Type.String(),
+});
+export const Catalog = Type.Array(
+  Type.Object({ id: Type.String(), type: Type.String(), name: Type.String(), endpoints: Type.Array(CatalogEndpoint) }),
+);
+export const CatalogBody = Type.Object({ catalog: Catalog, links: Type.Object({ self: Type.String() }) });
+
+const NamedDomain = Type.Object({ id: Type.String(), name: Type.String() });
+export const TokenBody = Type.Object({
+  token: Type.Object({
+    methods: Type.Array(Type.String()),
+    user: Type.Object({
+      domain: NamedDomain,
+      id: Type.String(),
+      name: Type.String(),
+      password_expires_at: nullable(Type.String()),
+    }),
+    audit_ids: Type.Array(Type.String()),
+    expires_at: Type.String(),
+    issued_at: Type.String(),
+    project: Type.Optional(Type.Object({ domain: NamedDomain, id: Type.String(), name: Type.String() })),
+    is_domain: Type.Optional(Type.Boolean()),
+    domain: Type.Optional(NamedDomain),
+    system: Type.Optional(Type.Object({ all: Type.Boolean() })),
+    roles: Type.Optional(Type.Array(Type.Object({ id: Type.String(), name: Type.String() }))),
+    catalog: Type.Optional(Catalog),
+  }),
+});
+
+export const Version = Type.Object({
+  id: Type.String(),
+  status: Type.String(),
+  updated: Type.String(),
+  links: Type.Array(Type.Object({ rel: Type.String(), href: Type.String() })),
+  'media-types': Type.Array(Type.Object({ base: Type.String(), type: Type.String() })),
+});
+
+export const RevokeEvents = Type.Object({
+  events: Type.Array(AnyObject),
+  links: CollectionLinks,
+});
+
+export const ErrorBody = Type.Object({
+  error: Type.Object({ code: Type.Integer(), title: Type.String(), message: Type.String() }, open),
+});
+
+export type TokenBodyShape = Static<typeof TokenBody>['token'];
+
+/** Path parameters, all strings. */
+export const params = <K extends string>(...names: K[]) =>
+  Type.Object(Object.fromEntries(names.map((name) => [name, Type.String()])) as { [P in K]: ReturnType<typeof Type.String> });

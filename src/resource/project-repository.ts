@@ -1,0 +1,89 @@
+import type { EntityManager } from '../store/database.ts';
+import { ProjectEntity, type ProjectRow } from '../store/entities.ts';
+import { stringConditions, type StringMatch } from '../store/filters.ts';
+
+export interface ProjectQuery {
+  ids?: string[];
+  name?: StringMatch[];
+  domainId?: string;
+  parentId?: string;
+  enabled?: boolean;
+  isDomain?: boolean;
+  /** Every tag must be present. */
+  tagsAll?: string[];
+  tagsAny?: string[];
+  notTagsAll?: string[];
+  notTagsAny?: string[];
+}
+
+/** Storage of domains and projects (one table; a domain is a project with is_domain). */
+export class ProjectRepository {
+  find(em: EntityManager, id: string): Promise<ProjectRow | null> {
+    return em.findOne(ProjectEntity, { id });
+  }
+
+  findDomainByName(em: EntityManager, name: string): Promise<ProjectRow | null> {
+    return em.findOne(ProjectEntity, { name, isDomain: true });
+  }
+
+  findProjectByName(em: EntityManager, name: string, domainId: string): Promise<ProjectRow | null> {
+    return em.findOne(ProjectEntity, { name, domainId, isDomain: false });
+  }
+
+  list(em: EntityManager, query: ProjectQuery): Promise<ProjectRow[]> {
+    const and: Record<string, unknown>[] = [];
+    if (query.ids) and.push({ id: { $in: query.ids } });
+    if (query.name) and.push(...stringConditions('name', query.name));
+    if (query.domainId !== undefined) and.push({ domainId: query.domainId });
+    if (query.parentId !== undefined) and.push({ parentId: query.parentId });
+    if (query.enabled !== undefined) and.push({ enabled: query.enabled });
+    if (query.isDomain !== undefined) and.push({ isDomain: query.isDomain });
+    // jsonb containment keeps tag filters in the database: tags @> '["a","b"]'.
+    if (query.tagsAll?.length) and.push({ tags: { $contains: query.tagsAll } });
+    if (query.tagsAny?.length) and.push({ $or: query.tagsAny.map((tag) => ({ tags: { $contains: [tag] } })) });
+    if (query.notTagsAll?.length) and.push({ $not: { tags: { $contains: query.notTagsAll } } });
+    if (query.notTagsAny?.length) and.push(...query.notTagsAny.map((tag) => ({ $not: { tags: { $contains: [tag] } } })));
+    return em.find(ProjectEntity, and.length ? { $and: and } : {}, { orderBy: { name: 'asc', id: 'asc' } });
+  }
+
+  children(em: EntityManager, parentId: string): Promise<ProjectRow[]> {
+    return em.find(ProjectEntity, { parentId, isDomain: false }, { orderBy: { name: 'asc' } });
+  }
+
+  /** The project's ancestors, nearest first, up to and including its domain. */
+  async ancestors(em: EntityManager, project: ProjectRow): Promise<ProjectRow[]> {
+    const chain: ProjectRow[] = [];
+    const seen = new Set([project.id]);
+    let parentId = project.parentId;
+    while (parentId && !seen.has(parentId)) {
+      const parent = await this.find(em, parentId);
+      if (!parent) break;
+      chain.push(parent);
+      seen.add(parent.id);
+      parentId = parent.parentId;
+    }
+    return chain;
+  }
+
+  /** Every project below the given one, breadth first. */
+  async descendants(em: EntityManager, projectId: string): Promise<ProjectRow[]> {
+    const found: ProjectRow[] = [];
+    let frontier = [projectId];
+    const seen = new Set(frontier);
+    while (frontier.length) {
+      const level = await em.find(ProjectEntity, { parentId: { $in: frontier }, isDomain: false }, { orderBy: { name: 'asc' } });
+      frontier = [];
+      for (const project of level) {
+        if (seen.has(project.id)) continue;
+        seen.add(project.id);
+        found.push(project);
+        frontier.push(project.id);
+      }
+    }
+    return found;
+  }
+
+  create(em: EntityManager, row: ProjectRow): ProjectRow {
+    return em.create(ProjectEntity, row);
+  }
+}

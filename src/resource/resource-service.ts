@@ -1,0 +1,349 @@
+import type { Clock } from '../clock.ts';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
+import type { Revocations } from '../events/revocation.ts';
+import { newId } from '../ids.ts';
+import type { EntityManager, Store } from '../store/database.ts';
+import type { Json, ProjectRow } from '../store/entities.ts';
+import { isUniqueViolation, type StringMatch } from '../store/filters.ts';
+import { ProjectRepository, type ProjectQuery } from './project-repository.ts';
+
+export const DEFAULT_DOMAIN_ID = 'default';
+export const MAX_PROJECT_DEPTH = 5;
+const MAX_TAGS = 80;
+
+export type Domain = ProjectRow;
+export type Project = ProjectRow;
+
+export interface DomainInput {
+  id?: string | undefined;
+  name: string;
+  description?: string | null | undefined;
+  enabled?: boolean | undefined;
+  tags?: string[] | undefined;
+  options?: Json | undefined;
+  extra?: Json | undefined;
+}
+
+export interface DomainPatch {
+  name?: string | undefined;
+  description?: string | null | undefined;
+  enabled?: boolean | undefined;
+  tags?: string[] | undefined;
+  options?: Json | undefined;
+  extra?: Json | undefined;
+}
+
+export interface ProjectInput extends DomainInput {
+  domainId: string;
+  parentId?: string | null | undefined;
+  isDomain?: boolean | undefined;
+}
+
+export interface ProjectPatch extends DomainPatch {
+  id?: string | undefined;
+  domainId?: string | null | undefined;
+  parentId?: string | null | undefined;
+  isDomain?: boolean | undefined;
+}
+
+export interface DomainFilter {
+  name?: StringMatch[];
+  enabled?: boolean;
+  ids?: string[];
+}
+
+export type ProjectFilter = Omit<ProjectQuery, 'isDomain'> & { isDomain?: boolean };
+
+/** Domains and projects: the resource tree that scopes users, groups and role assignments. */
+export class ResourceService {
+  private readonly projects = new ProjectRepository();
+
+  constructor(
+    private readonly store: Store,
+    private readonly revocations: Revocations,
+    private readonly clock: Clock,
+  ) {}
+
+  // ---- domains ---------------------------------------------------------------------------
+
+  async getDomain(id: string, em: EntityManager = this.store.reader()): Promise<Domain> {
+    const row = await this.projects.find(em, id);
+    if (!row || !row.isDomain) throw NotFoundError.of('domain', id);
+    return row;
+  }
+
+  async findDomainByName(name: string, em: EntityManager = this.store.reader()): Promise<Domain | null> {
+    return this.projects.findDomainByName(em, name);
+  }
+
+  listDomains(filter: DomainFilter): Promise<Domain[]> {
+    return this.projects.list(this.store.reader(), { ...filter, isDomain: true });
+  }
+
+  createDomain(input: DomainInput): Promise<Domain> {
+    if (input.name.toLowerCase() === 'federated') {
+      throw new ValidationError('Domain name cannot be "Federated": it is reserved for federated users.');
+    }
+    const row = this.newRow({ ...input, domainId: '', isDomain: true });
+    return this.store
+      .transaction(async (em) => {
+        this.projects.create(em, row);
+        await em.flush();
+        return row;
+      })
+      .catch((error: unknown) => {
+        if (isUniqueViolation(error)) {
+          throw new ConflictError('project', `it is not permitted to have two projects acting as domains with the same name: ${input.name}`);
+        }
+        throw error;
+      });
+  }
+
+  updateDomain(id: string, patch: DomainPatch): Promise<Domain> {
+    return this.store
+      .transaction(async (em) => {
+        const domain = await this.getDomain(id, em);
+        this.refuseImmutableUpdate(domain, patch.options, 'domain');
+        this.applyCommonPatch(domain, patch);
+        await em.flush();
+        return domain;
+      })
+      .catch((error: unknown) => {
+        if (isUniqueViolation(error)) {
+          throw new ConflictError('project', `it is not permitted to have two projects acting as domains with the same name: ${patch.name}`);
+        }
+        throw error;
+      });
+  }
+
+  deleteDomain(id: string): Promise<void> {
+    return this.store.transaction(async (em) => {
+      const domain = await this.getDomain(id, em);
+      if (domain.options.immutable === true) throw immutable('delete', 'domain', id);
+      if (domain.enabled) throw new ForbiddenError('Cannot delete a domain that is enabled, please disable it first.');
+      // Projects, users, groups and domain roles go with it (foreign keys cascade, triggers remove
+      // their role assignments); the event revokes every token of its users and projects at once.
+      await this.revocations.record(em, { domainId: id });
+      em.remove(domain);
+      await em.flush();
+    });
+  }
+
+  // ---- projects --------------------------------------------------------------------------
+
+  async getProject(id: string, em: EntityManager = this.store.reader()): Promise<Project> {
+    const row = await this.projects.find(em, id);
+    if (!row) throw NotFoundError.of('project', id);
+    return row;
+  }
+
+  /** A domain or a project, whichever the id names (for scope checks), or null. */
+  findAny(id: string, em: EntityManager = this.store.reader()): Promise<ProjectRow | null> {
+    return this.projects.find(em, id);
+  }
+
+  findProjectByName(name: string, domainId: string): Promise<Project | null> {
+    return this.projects.findProjectByName(this.store.reader(), name, domainId);
+  }
+
+  listProjects(filter: ProjectFilter): Promise<Project[]> {
+    return this.projects.list(this.store.reader(), { ...filter, isDomain: filter.isDomain ?? false });
+  }
+
+  ancestors(project: Project): Promise<Project[]> {
+    return this.projects.ancestors(this.store.reader(), project);
+  }
+
+  descendants(projectId: string): Promise<Project[]> {
+    return this.projects.descendants(this.store.reader(), projectId);
+  }
+
+  async createProject(input: ProjectInput): Promise<Project> {
+    if (input.isDomain) {
+      return this.createDomain(input);
+    }
+    return this.store
+      .transaction(async (em) => {
+        const domain = await this.projects.find(em, input.domainId);
+        if (!domain || !domain.isDomain) throw new ValidationError(`Could not find domain: ${input.domainId}.`);
+        const parentId = input.parentId ?? domain.id;
+        if (parentId !== domain.id) {
+          const parent = await this.projects.find(em, parentId);
+          if (!parent || parent.isDomain) throw new ValidationError(`Could not find project: ${parentId}.`);
+          if (parent.domainId !== domain.id) {
+            throw new ValidationError('Cannot create project, the parent and the project must be in the same domain.');
+          }
+          if (!parent.enabled) {
+            throw new ForbiddenError(`Cannot create project, since it specifies its parent (${parent.id}) as a disabled project.`);
+          }
+          const depth = (await this.projects.ancestors(em, parent)).filter((row) => !row.isDomain).length + 2;
+          if (depth > MAX_PROJECT_DEPTH) throw new ForbiddenError(`Max hierarchy depth reached for ${parent.id} branch.`);
+        }
+        const row = this.newRow({ ...input, domainId: domain.id, parentId, isDomain: false });
+        this.projects.create(em, row);
+        await em.flush();
+        return row;
+      })
+      .catch((error: unknown) => {
+        if (isUniqueViolation(error)) {
+          throw new ConflictError(
+            'project',
+            `it is not permitted to have two projects with either the same name or same id in the same domain: name is ${input.name}, project id ${input.id ?? ''}`,
+          );
+        }
+        throw error;
+      });
+  }
+
+  updateProject(id: string, patch: ProjectPatch): Promise<Project> {
+    return this.store
+      .transaction(async (em) => {
+        const project = await this.getProject(id, em);
+        if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
+        if (patch.domainId !== undefined && patch.domainId !== project.domainId) throw new ValidationError('Cannot change Domain ID');
+        if (patch.isDomain !== undefined && patch.isDomain !== project.isDomain) {
+          throw new ValidationError('Cannot change is_domain attribute of a project.');
+        }
+        if (patch.parentId !== undefined && patch.parentId !== project.parentId) {
+          throw new ForbiddenError('Update of `parent_id` is not allowed.');
+        }
+        this.refuseImmutableUpdate(project, patch.options, 'project');
+        if (patch.enabled === false && project.enabled) {
+          const children = await this.projects.children(em, id);
+          if (children.some((child) => child.enabled)) {
+            throw new ForbiddenError(`Cannot disable project ${id} since its subtree contains enabled projects.`);
+          }
+        }
+        if (patch.enabled === true && !project.enabled && project.parentId) {
+          const disabled = (await this.projects.ancestors(em, project)).filter((row) => !row.isDomain && !row.enabled);
+          if (disabled.length) {
+            throw new ForbiddenError(`Cannot enable project ${id} since it has disabled parents: ${disabled.map((row) => row.id).join(', ')}`);
+          }
+        }
+        this.applyCommonPatch(project, patch);
+        await em.flush();
+        return project;
+      })
+      .catch((error: unknown) => {
+        if (isUniqueViolation(error)) {
+          throw new ConflictError(
+            'project',
+            `it is not permitted to have two projects with either the same name or same id in the same domain: name is ${patch.name}, project id ${id}`,
+          );
+        }
+        throw error;
+      });
+  }
+
+  deleteProject(id: string): Promise<void> {
+    return this.store.transaction(async (em) => {
+      const project = await this.getProject(id, em);
+      if (project.options.immutable === true) throw immutable('delete', 'project', id);
+      if (project.isDomain) {
+        if (project.enabled) throw new ValidationError('Cannot delete an enabled project acting as a domain. Please disable the project first.');
+      } else if ((await this.projects.children(em, id)).length) {
+        throw new ForbiddenError(
+          `Cannot delete the project ${id} since it is not a leaf in the hierarchy. Use the cascade option if you want to delete a whole subtree.`,
+        );
+      }
+      await this.revocations.record(em, project.isDomain ? { domainId: id } : { projectId: id });
+      em.remove(project);
+      await em.flush();
+    });
+  }
+
+  // ---- project tags ----------------------------------------------------------------------
+
+  async replaceTags(projectId: string, tags: string[]): Promise<string[]> {
+    validateTags(tags);
+    return this.store.transaction(async (em) => {
+      const project = await this.getProject(projectId, em);
+      project.tags = [...tags];
+      await em.flush();
+      return project.tags;
+    });
+  }
+
+  async addTag(projectId: string, tag: string): Promise<void> {
+    validateTags([tag]);
+    await this.store.transaction(async (em) => {
+      const project = await this.getProject(projectId, em);
+      if (project.tags.includes(tag)) return;
+      if (project.tags.length >= MAX_TAGS) throw new ValidationError(`A project may have at most ${MAX_TAGS} tags.`);
+      project.tags = [...project.tags, tag];
+      await em.flush();
+    });
+  }
+
+  async removeTag(projectId: string, tag: string): Promise<void> {
+    await this.store.transaction(async (em) => {
+      const project = await this.getProject(projectId, em);
+      if (!project.tags.includes(tag)) throw new NotFoundError(`Could not find project tag: ${tag}.`);
+      project.tags = project.tags.filter((existing) => existing !== tag);
+      await em.flush();
+    });
+  }
+
+  // ---- helpers ---------------------------------------------------------------------------
+
+  private newRow(input: ProjectInput): ProjectRow {
+    if (input.tags) validateTags(input.tags);
+    const options = cleanOptions({}, input.options);
+    return {
+      id: input.id ?? newId(),
+      name: input.name,
+      domainId: input.isDomain ? null : input.domainId,
+      parentId: input.isDomain ? null : (input.parentId ?? input.domainId),
+      isDomain: input.isDomain ?? false,
+      enabled: input.enabled ?? true,
+      description: input.description ?? '',
+      extra: input.extra ?? {},
+      options,
+      tags: input.tags ?? [],
+      createdAt: new Date(this.clock.now()),
+    };
+  }
+
+  private applyCommonPatch(row: ProjectRow, patch: DomainPatch): void {
+    if (patch.name !== undefined) row.name = patch.name;
+    if (patch.description !== undefined) row.description = patch.description ?? '';
+    if (patch.enabled !== undefined) row.enabled = patch.enabled;
+    if (patch.tags !== undefined) {
+      validateTags(patch.tags);
+      row.tags = [...patch.tags];
+    }
+    if (patch.options !== undefined) row.options = cleanOptions(row.options, patch.options);
+    if (patch.extra !== undefined && Object.keys(patch.extra).length) row.extra = { ...row.extra, ...patch.extra };
+  }
+
+  private refuseImmutableUpdate(row: ProjectRow, options: Json | undefined, type: string): void {
+    if (row.options.immutable !== true) return;
+    // Clearing the option is the one update an immutable resource accepts.
+    if (options && options.immutable === false) return;
+    throw immutable('update', type, row.id);
+  }
+}
+
+function immutable(action: 'update' | 'delete', type: string, id: string): ForbiddenError {
+  return new ForbiddenError(`Unable to ${action} immutable ${type} resource: \`${id}. Set resource option "immutable" to false first.`);
+}
+
+/** Merges option changes; a null value removes the option. */
+export function cleanOptions(current: Json, changes: Json | undefined): Json {
+  const options: Json = { ...current };
+  for (const [name, value] of Object.entries(changes ?? {})) {
+    if (value === null) delete options[name];
+    else options[name] = value;
+  }
+  return options;
+}
+
+function validateTags(tags: string[]): void {
+  if (tags.length > MAX_TAGS) throw new ValidationError(`A project may have at most ${MAX_TAGS} tags.`);
+  if (new Set(tags).size !== tags.length) throw new ValidationError('Tags must be unique.');
+  for (const tag of tags) {
+    if (tag.length < 1 || tag.length > 255 || tag.includes('/') || tag.includes(',')) {
+      throw new ValidationError(`Invalid project tag '${tag}': 1 to 255 characters, without '/' or ','.`);
+    }
+  }
+}

@@ -1,0 +1,201 @@
+import { defineEntity, type InferEntity } from '@mikro-orm/core';
+
+// Scalar-only entities: foreign keys are plain id columns (constraints live in the migrations), so a
+// service loads exactly the rows it needs and no lazy relation can issue a surprise query.
+
+export type Json = Record<string, unknown>;
+
+const p = defineEntity.properties;
+
+/** Domains and projects share one table, as in Keystone: a domain is a project with is_domain. */
+export const ProjectEntity = defineEntity({
+  name: 'Project',
+  tableName: 'project',
+  properties: {
+    id: p.string().primary(),
+    name: p.string(),
+    domainId: p.string().nullable(),
+    parentId: p.string().nullable(),
+    isDomain: p.boolean(),
+    enabled: p.boolean(),
+    description: p.text(),
+    extra: p.json<Json>(),
+    options: p.json<Json>(),
+    tags: p.json<string[]>(),
+    createdAt: p.datetime(),
+  },
+});
+export type ProjectRow = InferEntity<typeof ProjectEntity>;
+
+export const UserEntity = defineEntity({
+  name: 'User',
+  tableName: 'identity_user',
+  properties: {
+    id: p.string().primary(),
+    domainId: p.string(),
+    name: p.string(),
+    enabled: p.boolean(),
+    defaultProjectId: p.string().nullable(),
+    extra: p.json<Json>(),
+    options: p.json<Json>(),
+    failedAuthCount: p.integer(),
+    failedAuthAt: p.datetime().nullable(),
+    lastActiveAt: p.datetime().nullable(),
+    createdAt: p.datetime(),
+  },
+});
+export type UserRow = InferEntity<typeof UserEntity>;
+
+/** One row per password a user has had; the newest is current (history for security compliance). */
+export const PasswordEntity = defineEntity({
+  name: 'Password',
+  tableName: 'password',
+  properties: {
+    id: p.integer().primary().autoincrement(),
+    userId: p.string(),
+    passwordHash: p.text().nullable(),
+    createdAt: p.datetime(),
+    expiresAt: p.datetime().nullable(),
+    selfService: p.boolean(),
+  },
+});
+export type PasswordRow = InferEntity<typeof PasswordEntity>;
+
+export const GroupEntity = defineEntity({
+  name: 'Group',
+  tableName: 'identity_group',
+  properties: {
+    id: p.string().primary(),
+    domainId: p.string(),
+    name: p.string(),
+    description: p.text(),
+    extra: p.json<Json>(),
+  },
+});
+export type GroupRow = InferEntity<typeof GroupEntity>;
+
+export const MembershipEntity = defineEntity({
+  name: 'Membership',
+  tableName: 'group_membership',
+  properties: {
+    userId: p.string().primary(),
+    groupId: p.string().primary(),
+  },
+});
+export type MembershipRow = InferEntity<typeof MembershipEntity>;
+
+export const RoleEntity = defineEntity({
+  name: 'Role',
+  tableName: 'role',
+  properties: {
+    id: p.string().primary(),
+    name: p.string(),
+    domainId: p.string().nullable(),
+    description: p.text().nullable(),
+    options: p.json<Json>(),
+    extra: p.json<Json>(),
+  },
+});
+export type RoleRow = InferEntity<typeof RoleEntity>;
+
+export const ImpliedRoleEntity = defineEntity({
+  name: 'ImpliedRole',
+  tableName: 'implied_role',
+  properties: {
+    priorRoleId: p.string().primary(),
+    impliedRoleId: p.string().primary(),
+  },
+});
+export type ImpliedRoleRow = InferEntity<typeof ImpliedRoleEntity>;
+
+/** actorType user|group; targetType project|domain|system (targetId 'all' for the system). */
+export const AssignmentEntity = defineEntity({
+  name: 'Assignment',
+  tableName: 'role_assignment',
+  properties: {
+    actorType: p.string().primary(),
+    actorId: p.string().primary(),
+    targetType: p.string().primary(),
+    targetId: p.string().primary(),
+    roleId: p.string().primary(),
+    inherited: p.boolean().primary(),
+  },
+});
+export type AssignmentRow = InferEntity<typeof AssignmentEntity>;
+
+export const RegionEntity = defineEntity({
+  name: 'Region',
+  tableName: 'region',
+  properties: {
+    id: p.string().primary(),
+    description: p.text(),
+    parentRegionId: p.string().nullable(),
+    extra: p.json<Json>(),
+  },
+});
+export type RegionRow = InferEntity<typeof RegionEntity>;
+
+export const ServiceEntity = defineEntity({
+  name: 'Service',
+  tableName: 'service',
+  properties: {
+    id: p.string().primary(),
+    type: p.string(),
+    name: p.string(),
+    description: p.text().nullable(),
+    enabled: p.boolean(),
+    extra: p.json<Json>(),
+  },
+});
+export type ServiceRow = InferEntity<typeof ServiceEntity>;
+
+export const EndpointEntity = defineEntity({
+  name: 'Endpoint',
+  tableName: 'endpoint',
+  properties: {
+    id: p.string().primary(),
+    serviceId: p.string(),
+    interface: p.string(),
+    regionId: p.string().nullable(),
+    url: p.text(),
+    enabled: p.boolean(),
+    extra: p.json<Json>(),
+  },
+});
+export type EndpointRow = InferEntity<typeof EndpointEntity>;
+
+export const RevocationEventEntity = defineEntity({
+  name: 'RevocationEvent',
+  tableName: 'revocation_event',
+  properties: {
+    id: p.integer().primary().autoincrement(),
+    domainId: p.string().nullable(),
+    projectId: p.string().nullable(),
+    userId: p.string().nullable(),
+    roleId: p.string().nullable(),
+    trustId: p.string().nullable(),
+    consumerId: p.string().nullable(),
+    accessTokenId: p.string().nullable(),
+    auditId: p.string().nullable(),
+    auditChainId: p.string().nullable(),
+    expiresAt: p.datetime().nullable(),
+    issuedBefore: p.datetime(),
+    revokedAt: p.datetime(),
+  },
+});
+export type RevocationEventRow = InferEntity<typeof RevocationEventEntity>;
+
+export const allEntities = [
+  ProjectEntity,
+  UserEntity,
+  PasswordEntity,
+  GroupEntity,
+  MembershipEntity,
+  RoleEntity,
+  ImpliedRoleEntity,
+  AssignmentEntity,
+  RegionEntity,
+  ServiceEntity,
+  EndpointEntity,
+  RevocationEventEntity,
+];

@@ -1,0 +1,365 @@
+import type { AssignmentService, Role } from '../assignment/assignment-service.ts';
+import { SYSTEM_TARGET_ID } from '../assignment/assignment-service.ts';
+import type { Clock } from '../clock.ts';
+import { AuthenticationError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
+import type { Revocations } from '../events/revocation.ts';
+import type { IdentityService, User, UserReference } from '../identity/identity-service.ts';
+import type { ResourceService } from '../resource/resource-service.ts';
+import type { Store } from '../store/database.ts';
+import { newAuditId, type TokenPayload } from './fernet-payload.ts';
+import { AUTH_METHODS, type FernetTokenProvider } from './fernet-provider.ts';
+
+/** Methods this service can run; the rest of AUTH_METHODS are known to Keystone but not offered. */
+export const ENABLED_AUTH_METHODS = ['password', 'token'];
+
+export type TokenScope =
+  | { type: 'unscoped' }
+  | { type: 'project'; project: { id: string; name: string; domainId: string; domainName: string; isDomain: boolean } }
+  | { type: 'domain'; domain: { id: string; name: string } }
+  | { type: 'system' };
+
+/** A validated token: everything a response body, a policy decision or the gateway needs. */
+export interface TokenContext {
+  id: string;
+  methods: string[];
+  user: { id: string; name: string; domainId: string; domainName: string; passwordExpiresAt: Date | null };
+  scope: TokenScope;
+  roles: { id: string; name: string }[];
+  /** [own] or [own, parent-chain] */
+  auditIds: string[];
+  /** Milliseconds since the epoch (whole seconds). */
+  issuedAt: number;
+  expiresAt: number;
+}
+
+// ---- the parsed body of POST /v3/auth/tokens -----------------------------------------------
+
+export interface NameOrId {
+  id?: string | undefined;
+  name?: string | undefined;
+}
+
+export interface AuthRequest {
+  methods: string[];
+  password?: { user?: (NameOrId & { domain?: NameOrId | undefined; password?: string | undefined }) | undefined } | undefined;
+  token?: { id?: string | undefined } | undefined;
+  /** 'unscoped' (or {unscoped: {}}), or an object with one of project/domain/system. */
+  scope?: unknown;
+}
+
+type ScopeRequest =
+  | { type: 'default' }
+  | { type: 'unscoped' }
+  | { type: 'project'; id?: string | undefined; name?: string | undefined; domain?: NameOrId | undefined }
+  | { type: 'domain'; id?: string | undefined; name?: string | undefined }
+  | { type: 'system' };
+
+export interface ValidateOptions {
+  allowExpired?: boolean;
+}
+
+/** Keystone's [token] allow_expired_window. */
+const ALLOW_EXPIRED_WINDOW_MS = 172_800_000;
+
+/** Issues, validates and revokes tokens (Fernet, Keystone 22 compatible). */
+export class TokenService {
+  constructor(
+    private readonly provider: FernetTokenProvider,
+    private readonly store: Store,
+    private readonly identity: IdentityService,
+    private readonly resources: ResourceService,
+    private readonly assignments: AssignmentService,
+    private readonly revocations: Revocations,
+    private readonly clock: Clock,
+    private readonly expirationSeconds: number,
+  ) {}
+
+  /** POST /v3/auth/tokens: runs the methods, resolves the scope, issues a token. */
+  async authenticate(request: AuthRequest): Promise<TokenContext> {
+    if (request.methods.length === 0) throw ValidationError.expecting('methods', 'identity');
+    const passwordUser = request.password?.user;
+    if (request.methods.includes('password') && passwordUser) {
+      if (!passwordUser.id && !passwordUser.name) {
+        throw new ValidationError('Invalid input for field identity/password/user: id or name must be present.');
+      }
+      if (passwordUser.domain && !passwordUser.domain.id && !passwordUser.domain.name) {
+        throw new ValidationError('Invalid input for field identity/password/user/domain: id or name must be present.');
+      }
+    }
+    for (const method of request.methods) {
+      if ((request as unknown as Record<string, unknown>)[method] === undefined) throw ValidationError.expecting(method, 'identity');
+    }
+    for (const method of request.methods) {
+      if (!ENABLED_AUTH_METHODS.includes(method)) {
+        throw new AuthenticationError('Attempted to authenticate with an unsupported method.', { methods: ENABLED_AUTH_METHODS });
+      }
+    }
+    const scopeRequest = parseScope(request.scope);
+    if (request.methods.includes('password')) {
+      if (!passwordUser) throw ValidationError.expecting('user', 'password');
+      if (!passwordUser.id && !passwordUser.domain) throw ValidationError.expecting('domain', 'user');
+      if (passwordUser.password === undefined) throw ValidationError.expecting('password', 'user');
+    }
+    if (request.methods.includes('token') && !request.token?.id) throw ValidationError.expecting('id', 'token');
+
+    const now = this.clock.now();
+    let user: User | undefined;
+    let source: TokenContext | undefined;
+    if (request.methods.includes('token')) {
+      source = await this.validate(request.token!.id!);
+      if (source.scope.type === 'system' && (scopeRequest.type === 'project' || scopeRequest.type === 'domain')) {
+        throw ForbiddenError.action('Using a system-scoped token to create a project-scoped or domain-scoped token is not allowed');
+      }
+      const sourceUser = await this.identity.findUser(source.user.id);
+      if (!sourceUser) throw new NotFoundError('Failed to validate token');
+      user = sourceUser;
+    }
+    if (request.methods.includes('password') && passwordUser) {
+      const reference: UserReference = passwordUser.id
+        ? { id: passwordUser.id }
+        : passwordUser.domain!.id
+          ? { name: passwordUser.name!, domainId: passwordUser.domain!.id }
+          : { name: passwordUser.name!, domainName: passwordUser.domain!.name! };
+      const authenticated = await this.identity.authenticatePassword(reference, passwordUser.password!);
+      if (user && user.id !== authenticated.id) throw new AuthenticationError();
+      user = authenticated;
+    }
+    if (!user) throw new AuthenticationError();
+
+    const userDomain = await this.resources.findAny(user.domainId);
+    if (!userDomain?.enabled) throw new AuthenticationError();
+    const scope = await this.resolveScope(user, scopeRequest);
+    const roles = scope.type === 'unscoped' ? [] : await this.rolesFor(user.id, scope);
+    if (scope.type !== 'unscoped' && roles.length === 0) throw new AuthenticationError();
+
+    const methods = [...new Set([...(source?.methods ?? []), ...request.methods])];
+    const issuedAt = Math.floor(now / 1000) * 1000;
+    const expiresAt = source ? source.expiresAt : issuedAt + this.expirationSeconds * 1000;
+    const chainId = source ? (source.auditIds[1] ?? source.auditIds[0]!) : undefined;
+    const auditIds = chainId ? [newAuditId(), chainId] : [newAuditId()];
+    const payload: TokenPayload = {
+      userId: user.id,
+      methods,
+      expiresAt: expiresAt / 1000,
+      auditIds,
+      scope: payloadScope(scope),
+    };
+    const id = this.provider.issue(payload, issuedAt / 1000);
+    return {
+      id,
+      methods: orderMethods(methods),
+      user: {
+        id: user.id,
+        name: user.name,
+        domainId: user.domainId,
+        domainName: userDomain.name,
+        passwordExpiresAt: user.passwordExpiresAt,
+      },
+      scope,
+      roles: roles.map((role) => ({ id: role.id, name: role.name })),
+      auditIds,
+      issuedAt,
+      expiresAt,
+    };
+  }
+
+  /**
+   * Decrypts a token and checks it is still good: not expired or revoked, its user, project and
+   * domain still there and enabled, and roles still held on its scope. Any failure is a 404
+   * (NotFoundError) with Keystone's texts; callers using it as X-Auth-Token turn that into 401.
+   */
+  async validate(token: string, options: ValidateOptions = {}): Promise<TokenContext> {
+    const { payload, issuedAt } = this.provider.decode(token);
+    const now = this.clock.now();
+    const expiresAt = Math.floor(payload.expiresAt) * 1000;
+    const window = options.allowExpired ? ALLOW_EXPIRED_WINDOW_MS : 0;
+    if (now >= expiresAt + window) throw new NotFoundError('Failed to validate token');
+
+    const user = await this.identity.findUser(payload.userId);
+    if (!user || !user.enabled) throw new NotFoundError('Failed to validate token');
+    const userDomain = await this.resources.findAny(user.domainId);
+    if (!userDomain?.enabled) throw new NotFoundError('Failed to validate token');
+
+    let scope: TokenScope;
+    switch (payload.scope.type) {
+      case 'unscoped':
+        scope = { type: 'unscoped' };
+        break;
+      case 'system':
+        scope = { type: 'system' };
+        break;
+      case 'domain': {
+        const domain = await this.resources.findAny(payload.scope.domainId);
+        if (!domain?.isDomain || !domain.enabled) throw new NotFoundError('Failed to validate token');
+        scope = { type: 'domain', domain: { id: domain.id, name: domain.name } };
+        break;
+      }
+      case 'project': {
+        scope = await this.projectScope(payload.scope.projectId, () => new NotFoundError('Failed to validate token'));
+        break;
+      }
+      default:
+        // Trust, OAuth1, federated and application-credential tokens are not issued by this service.
+        throw new NotFoundError('Failed to validate token');
+    }
+    const roles = scope.type === 'unscoped' ? [] : await this.rolesFor(user.id, scope);
+    if (scope.type !== 'unscoped' && roles.length === 0) throw new NotFoundError('Failed to validate token');
+
+    const auditId = payload.auditIds[0]!;
+    const revoked = this.revocations.isRevoked({
+      userId: user.id,
+      userDomainId: user.domainId,
+      projectId: scope.type === 'project' ? scope.project.id : undefined,
+      assignmentDomainId: scope.type === 'project' ? scope.project.domainId : scope.type === 'domain' ? scope.domain.id : undefined,
+      roleIds: roles.map((role) => role.id),
+      auditId,
+      auditChainId: payload.auditIds[1] ?? auditId,
+      issuedAt: issuedAt * 1000,
+    });
+    if (revoked) throw new NotFoundError('Failed to validate token');
+
+    return {
+      id: token,
+      methods: orderMethods(payload.methods),
+      user: {
+        id: user.id,
+        name: user.name,
+        domainId: user.domainId,
+        domainName: userDomain.name,
+        passwordExpiresAt: user.passwordExpiresAt,
+      },
+      scope,
+      roles: roles.map((role) => ({ id: role.id, name: role.name })),
+      auditIds: payload.auditIds,
+      issuedAt: issuedAt * 1000,
+      expiresAt,
+    };
+  }
+
+  /** DELETE /v3/auth/tokens: revokes exactly this token (its audit id). */
+  async revoke(token: string): Promise<void> {
+    const context = await this.validate(token);
+    await this.store.transaction((em) =>
+      this.revocations.record(em, { auditId: context.auditIds[0], expiresAt: context.expiresAt }).then(() => undefined),
+    );
+  }
+
+  private async resolveScope(user: User, request: ScopeRequest): Promise<TokenScope> {
+    switch (request.type) {
+      case 'unscoped':
+        return { type: 'unscoped' };
+      case 'system':
+        return { type: 'system' };
+      case 'domain': {
+        const domain = request.id ? await this.resources.findAny(request.id) : await this.resources.findDomainByName(request.name!);
+        if (!domain?.isDomain || !domain.enabled) throw new AuthenticationError();
+        return { type: 'domain', domain: { id: domain.id, name: domain.name } };
+      }
+      case 'project': {
+        if (request.id) return this.projectScope(request.id, () => new AuthenticationError());
+        const domain = request.domain!.id
+          ? await this.resources.findAny(request.domain!.id)
+          : await this.resources.findDomainByName(request.domain!.name!);
+        if (!domain?.isDomain || !domain.enabled) throw new AuthenticationError();
+        const project = await this.resources.findProjectByName(request.name!, domain.id);
+        if (!project) throw new AuthenticationError();
+        return this.projectScope(project.id, () => new AuthenticationError());
+      }
+      case 'default': {
+        // Keystone scopes to the default project when the user may use it, else silently unscoped.
+        if (!user.defaultProjectId) return { type: 'unscoped' };
+        try {
+          const scope = await this.projectScope(user.defaultProjectId, () => new AuthenticationError());
+          return (await this.rolesFor(user.id, scope)).length ? scope : { type: 'unscoped' };
+        } catch (error) {
+          if (error instanceof AuthenticationError) return { type: 'unscoped' };
+          throw error;
+        }
+      }
+    }
+  }
+
+  private async projectScope(projectId: string, failure: () => Error): Promise<TokenScope & { type: 'project' }> {
+    const project = await this.resources.findAny(projectId);
+    if (!project || project.isDomain || !project.enabled || !project.domainId) throw failure();
+    const domain = await this.resources.findAny(project.domainId);
+    if (!domain?.enabled) throw failure();
+    return {
+      type: 'project',
+      project: { id: project.id, name: project.name, domainId: domain.id, domainName: domain.name, isDomain: project.isDomain },
+    };
+  }
+
+  private rolesFor(userId: string, scope: TokenScope): Promise<Role[]> {
+    switch (scope.type) {
+      case 'project':
+        return this.assignments.effectiveRoles(userId, 'project', scope.project.id);
+      case 'domain':
+        return this.assignments.effectiveRoles(userId, 'domain', scope.domain.id);
+      case 'system':
+        return this.assignments.effectiveRoles(userId, 'system', SYSTEM_TARGET_ID);
+      case 'unscoped':
+        return Promise.resolve([]);
+    }
+  }
+}
+
+function payloadScope(scope: TokenScope): TokenPayload['scope'] {
+  switch (scope.type) {
+    case 'unscoped':
+      return { type: 'unscoped' };
+    case 'system':
+      return { type: 'system' };
+    case 'domain':
+      return { type: 'domain', domainId: scope.domain.id };
+    case 'project':
+      return { type: 'project', projectId: scope.project.id };
+  }
+}
+
+/** Keystone lists methods as decoded from the bitmask: highest bit first. */
+function orderMethods(methods: string[]): string[] {
+  return [...new Set(methods)].sort((a, b) => AUTH_METHODS.indexOf(b) - AUTH_METHODS.indexOf(a));
+}
+
+function parseScope(scope: unknown): ScopeRequest {
+  if (scope === undefined || scope === null) return { type: 'default' };
+  if (scope === 'unscoped') return { type: 'unscoped' };
+  if (typeof scope !== 'object' || Array.isArray(scope)) {
+    throw ValidationError.expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope');
+  }
+  const keys = Object.keys(scope);
+  if (keys.length === 0) return { type: 'default' };
+  if (keys.length > 1) throw ValidationError.expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope');
+  const key = keys[0]!;
+  const value = (scope as Record<string, unknown>)[key];
+  const object = (value && typeof value === 'object' && !Array.isArray(value) ? value : {}) as Record<string, unknown>;
+  const text = (name: string): string | undefined => (typeof object[name] === 'string' ? (object[name] as string) : undefined);
+  switch (key) {
+    case 'unscoped':
+      return { type: 'unscoped' };
+    case 'system':
+      if (object.all !== true) throw ValidationError.expecting('all', 'system');
+      return { type: 'system' };
+    case 'domain':
+      if (!text('id') && !text('name')) throw new ValidationError('Invalid input for field scope/domain: id or name must be present.');
+      return { type: 'domain', id: text('id'), name: text('name') };
+    case 'project': {
+      if (!text('id') && !text('name')) throw new ValidationError('Invalid input for field scope/project: id or name must be present.');
+      const domainValue = object.domain;
+      const domain =
+        domainValue && typeof domainValue === 'object'
+          ? { id: (domainValue as NameOrId).id, name: (domainValue as NameOrId).name }
+          : undefined;
+      if (!text('id')) {
+        if (!domain) throw ValidationError.expecting('domain', 'project');
+        if (!domain.id && !domain.name) throw new ValidationError('Invalid input for field scope/project/domain: id or name must be present.');
+      }
+      return { type: 'project', id: text('id'), name: text('name'), domain };
+    }
+    case 'OS-TRUST:trust':
+      throw new AuthenticationError('Attempted to authenticate with an unsupported method.', { methods: ENABLED_AUTH_METHODS });
+    default:
+      throw ValidationError.expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope');
+  }
+}

@@ -1,0 +1,94 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import { buildApplication, type Application } from '../../src/app.ts';
+import { bootstrap } from '../../src/bootstrap.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { ManualClock } from './clock.ts';
+import { createTestDatabase } from './database.ts';
+
+export const ADMIN_PASSWORD = 'admin-secret';
+export const PUBLIC_URL = 'http://keystone.test:5000';
+
+export interface TestApp {
+  app: Application;
+  clock: ManualClock;
+  config: Config;
+  /** A project-scoped admin token (admin project). */
+  adminToken: string;
+  request(options: InjectOptions): Promise<LightMyRequestResponse>;
+  /** JSON request with X-Auth-Token (the admin's unless `token` is given; null for none). */
+  call(method: InjectOptions['method'], url: string, body?: unknown, token?: string | null, headers?: Record<string, string>): Promise<LightMyRequestResponse>;
+  /** Password token for a user; returns the X-Subject-Token and the parsed body. */
+  login(user: Record<string, unknown>, password: string, scope?: unknown): Promise<{ token: string; body: any; status: number }>;
+  close(): Promise<void>;
+}
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+/**
+ * A bootstrapped service on a fresh database (embedded PGlite in memory, or a new PostgreSQL database
+ * when TEST_DATABASE_URL/DATABASE_URL is set), a temporary key repository and a manual clock.
+ */
+export async function startTestApp(t: Teardown, overrides: Record<string, string> = {}): Promise<TestApp> {
+  const database = await createTestDatabase();
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-test-'));
+  const config = loadConfig({
+    DATA_DIR: directory,
+    PUBLIC_URL: PUBLIC_URL,
+    PASSWORD_HASH_ROUNDS: '4',
+    LOG_LEVEL: 'silent',
+    ...(database.url ? { DATABASE_URL: database.url } : {}),
+    ...overrides,
+  });
+  const clock = new ManualClock(Date.now());
+  let app: Application;
+  try {
+    app = await buildApplication(config, { clock, embeddedDirectory: 'memory', logger: false });
+  } catch (error) {
+    await database.drop();
+    throw error;
+  }
+  const request = (options: InjectOptions) => app.server.inject(options);
+  const call: TestApp['call'] = (method, url, body, token, headers = {}) =>
+    request({
+      method,
+      url,
+      headers: {
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...(token === null ? {} : { 'x-auth-token': token ?? testApp.adminToken }),
+        ...headers,
+      },
+      ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
+    });
+  const login: TestApp['login'] = async (user, password, scope) => {
+    const auth: Record<string, unknown> = { identity: { methods: ['password'], password: { user: { ...user, password } } } };
+    if (scope !== undefined) auth.scope = scope;
+    const response = await request({
+      method: 'POST',
+      url: '/v3/auth/tokens',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ auth }),
+    });
+    return { token: String(response.headers['x-subject-token'] ?? ''), body: response.json(), status: response.statusCode };
+  };
+
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    await app.close();
+    await database.drop();
+    fs.rmSync(directory, { recursive: true, force: true });
+  };
+  const testApp: TestApp = { app, clock, config, adminToken: '', request, call, login, close };
+  t.teardown(close);
+  await bootstrap(app, { adminPassword: ADMIN_PASSWORD, publicUrl: config.publicUrl });
+  const admin = await login({ name: 'admin', domain: { name: 'Default' } }, ADMIN_PASSWORD, { project: { name: 'admin', domain: { name: 'Default' } } });
+  if (admin.status !== 201) throw new Error(`admin login failed in test setup: ${admin.status} ${JSON.stringify(admin.body)}`);
+  testApp.adminToken = admin.token;
+  return testApp;
+}

@@ -1,0 +1,15 @@
+import type { Clock } from '../../src/clock.ts';
+
+/** A clock the test moves by hand. */
+export class ManualClock implements Clock {
+  constructor(private current: number = Date.UTC(2026, 10, 22, 12, 0, 0)) {}
+  now(): number {
+    return this.current;
+  }
+  advance(milliseconds: number): void {
+    this.current += milliseconds;
+  }
+  set(milliseconds: number): void {
+    this.current = milliseconds;
+  }
+}
