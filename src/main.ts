@@ -29,7 +29,7 @@ async function main(): Promise<void> {
       result.generatedAdminPassword ? `Generated admin password (shown once): ${result.generatedAdminPassword}` : '',
       'Log in as admin with the openstack CLI:',
       `  export OS_AUTH_URL=${config.publicUrl}/v3 OS_IDENTITY_API_VERSION=3`,
-      `  export OS_USERNAME=admin OS_PASSWORD='${password}' OS_PROJECT_NAME=admin`,
+      `  export OS_USERNAME=admin OS_PASSWORD="${password}" OS_PROJECT_NAME=admin`,
       '  export OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default',
       '  openstack token issue',
       '',

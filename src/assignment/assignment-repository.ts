@@ -1,3 +1,4 @@
+import { raw } from '@mikro-orm/core';
 import type { EntityManager } from '../store/database.ts';
 import {
   AssignmentEntity,
@@ -38,7 +39,9 @@ export class AssignmentRepository {
     if (query.ids) and.push({ id: { $in: query.ids } });
     if (query.name) and.push(...stringConditions('name', query.name));
     if (query.domainId !== undefined) and.push({ domainId: query.domainId });
-    return em.find(RoleEntity, and.length ? { $and: and } : {}, { orderBy: { name: 'asc', id: 'asc' } });
+    // Creation order, as Keystone lists roles (bootstrap's reader, member, admin first); the
+    // position column is database-generated and not part of the entity.
+    return em.find(RoleEntity, and.length ? { $and: and } : {}, { orderBy: { [raw('position')]: 'asc' } });
   }
 
   implications(em: EntityManager, priorRoleId?: string): Promise<ImpliedRoleRow[]> {
