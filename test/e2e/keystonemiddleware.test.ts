@@ -35,13 +35,13 @@ t.test('keystonemiddleware flow over a real socket', async (t) => {
   });
   t.equal(login.status, 201);
   const serviceToken = login.headers.get('x-subject-token')!;
-  const catalog = (await login.json()).token.catalog;
+  const catalog = ((await login.json()) as any).token.catalog;
   // 3. it finds the identity API through the catalog, internal interface, and discovers it
   const internal = catalog.find((s: { type: string }) => s.type === 'identity').endpoints.find((e: { interface: string }) => e.interface === 'internal');
   t.equal(internal.url, `${base}/v3`);
   const discovered = await fetch(internal.url);
   t.equal(discovered.status, 200);
-  t.equal((await discovered.json()).version.id, 'v3.14');
+  t.equal(((await discovered.json()) as any).version.id, 'v3.14');
 
   // 4. a user token is validated with the service token
   const user = (await call('POST', '/v3/users', { user: { name: 'enduser', password: 'end-pw' } })).json().user;
@@ -59,7 +59,7 @@ t.test('keystonemiddleware flow over a real socket', async (t) => {
     });
   const valid = await validate(userToken);
   t.equal(valid.status, 200);
-  const body = (await valid.json()).token;
+  const body = ((await valid.json()) as any).token;
   t.match(body, {
     user: { id: user.id, name: 'enduser', domain: { id: 'default', name: 'Default' } },
     project: { id: serviceProject.id, name: 'service', domain: { id: 'default', name: 'Default' } },
