@@ -7,6 +7,7 @@ import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { Revocations } from './events/revocation.ts';
 import type { App, IdentityApi } from './http/context.ts';
+import { handleFrameworkError } from './http/errors.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
 import { IdentityService } from './identity/identity-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
@@ -55,6 +56,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 255 },
       return503OnClosing: true,
       exposeHeadRoutes: true,
+      frameworkErrors: handleFrameworkError,
     }).withTypeProvider<TypeBoxTypeProvider>();
     server.setValidatorCompiler(TypeBoxValidatorCompiler);
 

@@ -58,12 +58,31 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
       return sendError(request, reply, 413, 'The request body is larger than this server accepts.');
   }
   if (error instanceof SyntaxError) return sendError(request, reply, 400, INVALID_JSON);
+  // Last line of defence: input the database refuses is the client's error, not ours.
+  const sqlState = (error as { code?: unknown }).code;
+  if (typeof sqlState === 'string' && SQL_INPUT_ERRORS.has(sqlState)) {
+    return sendError(request, reply, 400, 'Invalid input: the request contains a value that cannot be stored.');
+  }
   const status = fastifyError.statusCode;
   if (status && status >= 400 && status < 500) {
     return sendError(request, reply, status, STATUS_CODES[status] ?? 'Bad Request');
   }
   request.log.error({ err: error }, 'unexpected error');
   return sendError(request, reply, 500, 'An unexpected error prevented the server from fulfilling your request.');
+}
+
+// PostgreSQL error classes caused by the values sent: too long, bad encoding (NUL), bad text,
+// a reference to something that is gone.
+const SQL_INPUT_ERRORS = new Set(['22001', '22021', '22P02', '22P05', '23503', '23514']);
+
+/** Errors fastify raises before routing (malformed or oversized URLs), in Keystone's shape. */
+export function handleFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    // No id that long exists.
+    sendError(request, reply, 404, 'The resource could not be found.');
+    return;
+  }
+  sendError(request, reply, 400, 'The request URL is malformed.');
 }
 
 /** Like Keystone's jsonschema text: "Invalid input for field 'enabled': must be boolean". */

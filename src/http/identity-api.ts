@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
-import { NotFoundError, ServiceError } from '../errors.ts';
+import { NotFoundError, ServiceError, ValidationError } from '../errors.ts';
 import type { App, IdentityApi } from './context.ts';
 import { handleError, NOT_JSON, sendError } from './errors.ts';
 import { deriveBaseUrl } from './links.ts';
@@ -27,7 +27,18 @@ function parseJsonBody(body: string): unknown {
     throw INVALID_JSON_BODY;
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw INVALID_JSON_BODY;
+  if (containsNul(parsed)) throw NUL_IN_INPUT;
   return parsed;
+}
+
+const NUL_IN_INPUT = new ValidationError('Invalid input: NUL characters are not allowed.');
+
+/** PostgreSQL text cannot hold NUL, and no identity value needs one. */
+function containsNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (Array.isArray(value)) return value.some(containsNul);
+  if (value && typeof value === 'object') return Object.entries(value).some(([key, item]) => key.includes('\u0000') || containsNul(item));
+  return false;
 }
 
 /**
@@ -67,6 +78,7 @@ export function registerIdentityApi(app: App, api: IdentityApi): RouteInfo[] {
     reply.header('x-openstack-request-id', `req-${randomUUID()}`);
     reply.header('Vary', 'X-Auth-Token');
     request.publicBase = deriveBaseUrl(request, api.config.publicUrl, api.config.publicUrlFixed);
+    if (/%00/.test(request.url)) return sendError(request, reply, 400, NUL_IN_INPUT.message);
     if (request.routeOptions.config.public || !request.routeOptions.url) return;
     const token = request.headers['x-auth-token'];
     if (typeof token !== 'string' || token.length === 0) return sendError(request, reply, 401, 'The request you have made requires authentication.');

@@ -74,4 +74,45 @@ t.test('request parsing and error shapes', async (t) => {
     t.match(response.headers['x-openstack-request-id'], /^req-/);
     t.equal(response.headers['www-authenticate'], 'Keystone uri="http://keystone.test:5000/v3"');
   });
+
+  t.test('hostile input is a Keystone-shaped 4xx, never a 500', async (t) => {
+    const long = 'x'.repeat(300);
+    const cases: [string, string, unknown][] = [
+      ['PUT', `/v3/regions/${long}`, {}],
+      ['POST', '/v3/regions', { region: { id: long } }],
+      ['GET', `/v3/users/${long}`, undefined],
+      ['POST', '/v3/projects', { project: { name: 'p', domain_id: long.slice(0,60)} }],
+      ['POST', '/v3/users', { user: { name: 'u', default_project_id: 'x' } }],
+      ['PUT', `/v3/projects/${'a'.repeat(80)}/tags/${long}`, undefined],
+      ['POST', '/v3/endpoints', { endpoint: { service_id: 'x', interface: 'public', url: 'http://x', region_id: long } }],
+      ['POST', '/v3/domains', { domain: { name: 'n', tags: ['a','a'] } }],
+      ['POST', '/v3/auth/tokens', { auth: { identity: { methods: ['password'], password: { user: { id: long, password: 'x' } } } } }],
+      ['POST', '/v3/auth/tokens', { auth: { identity: { methods: ['password', 'password'], password: { user: { name: 'admin', domain: {id: 'default'}, password: 'admin-secret' } } } } }],
+      ['POST', '/v3/auth/tokens', { auth: { identity: { methods: ['token'], token: { id: long } } } }],
+      ['POST', '/v3/auth/tokens', { auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: {id: 'default'}, password: 'admin-secret' } } }, scope: { project: { id: 5 } } } }],
+      ['POST', '/v3/auth/tokens', { auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: {id: 'default'}, password: 'admin-secret' } } }, scope: { system: { all: 'yes' } } } }],
+      ['POST', '/v3/auth/tokens', { auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: {id: 'default'}, password: 'admin-secret' } } }, scope: ['x'] } }],
+      ['GET', '/v3/OS-REVOKE/events?since=garbage', undefined],
+      ['GET', '/v3/role_assignments?scope.system=all&scope.domain.id=x', undefined],
+      ['PATCH', '/v3/regions/RegionOne', { region: { parent_region_id: 'nope' } }],
+      ['POST', '/v3/roles', { role: { name: 'r', domain_id: 'nope' } }],
+      ['PUT', `/v3/domains/default/users/x/roles/y`, undefined],
+      ['GET', '/v3/users?name=%00', undefined],
+      ['GET', '/v3/users/%00', undefined],
+      ['POST', '/v3/users', { user: { name: 'a\u0000b' } }],
+      ['POST', '/v3/groups', { group: { name: 'g', domain_id: long.slice(0, 64) } }],
+      ['PUT', `/v3/projects/x/tags`, { tags: ['a'] }],
+    ];
+    for (const [method, url, body] of cases) {
+      const response = await call(method as 'GET', url, body);
+      t.ok(response.statusCode >= 400 || response.statusCode < 300, `${method} ${url.slice(0, 40)}`);
+      t.ok(response.statusCode < 500, `${method} ${url.slice(0, 40)} -> ${response.statusCode}`);
+      if (response.statusCode >= 400) t.same(Object.keys(response.json().error).sort(), ['code', 'message', 'title']);
+    }
+    const nul = await call('GET', '/v3/users/%00');
+    t.equal(nul.statusCode, 400);
+    t.equal(nul.json().error.message, 'Invalid input: NUL characters are not allowed.');
+    const tooLong = await call('GET', `/v3/users/${'x'.repeat(300)}`);
+    t.equal(tooLong.statusCode, 404);
+  });
 });
