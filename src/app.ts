@@ -1,3 +1,4 @@
+import path from 'node:path';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from 'pino';
@@ -10,7 +11,9 @@ import type { App, IdentityApi } from './http/context.ts';
 import { handleFrameworkError } from './http/errors.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
 import { IdentityService } from './identity/identity-service.ts';
+import { ApplicationCredentialService } from './identity/application-credential-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
+import { loadPepper, SecretHasher } from './identity/secret-hash.ts';
 import { InterimIdentityAuthorizer } from './policy/identity-authorizer.ts';
 import { ResourceService } from './resource/resource-service.ts';
 import { embeddedDirectoryOf, Store } from './store/database.ts';
@@ -66,16 +69,23 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const tokenProvider = new FernetTokenProvider(new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys), log);
     tokenProvider.start();
 
+    const pepper = loadPepper(config.secretPepper, path.join(config.dataDir, 'secret-pepper'));
+    if (pepper.created) {
+      log.info({ file: path.join(config.dataDir, 'secret-pepper') }, 'generated the application-credential pepper; nodes sharing a database must share SECRET_PEPPER');
+    }
+    const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
     const resources = new ResourceService(store, revocations, clock);
-    const identity = new IdentityService(store, resources, new PasswordHasher({ bcryptRounds: config.passwordHashRounds }), revocations, clock);
+    const identity = new IdentityService(store, resources, passwords, revocations, clock);
     const assignments = new AssignmentService(store, identity, resources);
+    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock);
     const catalog = new CatalogService(store);
-    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, revocations, clock, config.tokenExpiration);
+    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration);
     const api: IdentityApi = {
       config,
       resources,
       identity,
       assignments,
+      applicationCredentials,
       catalog,
       tokens,
       revocations,

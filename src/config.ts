@@ -16,6 +16,8 @@ export interface Config {
   fernetKeyRepository: string;
   fernetMaxActiveKeys: number;
   passwordHashRounds: number;
+  /** Key of the application-credential secret hashes; generated into DATA_DIR when unset. */
+  secretPepper: string | undefined;
   logLevel: string;
   requestTimeoutMs: number;
   bodyLimitBytes: number;
@@ -51,6 +53,13 @@ function url(env: Environment, name: string, protocols: string[]): string | unde
   return raw;
 }
 
+function pepper(env: Environment): string | undefined {
+  const value = env.SECRET_PEPPER;
+  if (!value) return undefined;
+  if (Buffer.byteLength(value) < 32) throw new ConfigError('SECRET_PEPPER must be at least 32 bytes (e.g. openssl rand -base64 48)');
+  return value;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Environment = process.env): Config {
@@ -76,6 +85,7 @@ export function loadConfig(env: Environment = process.env): Config {
     fernetKeyRepository: path.resolve(env.FERNET_KEY_REPOSITORY || path.join(dataDir, 'fernet-keys')),
     fernetMaxActiveKeys: integer(env, 'FERNET_MAX_ACTIVE_KEYS', 3, 1, 100),
     passwordHashRounds: integer(env, 'PASSWORD_HASH_ROUNDS', 12, 4, 31),
+    secretPepper: pepper(env),
     logLevel,
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000),
     bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),

@@ -6,6 +6,7 @@ import type { CatalogService } from '../catalog/catalog-service.ts';
 import type { Config } from '../config.ts';
 import { AuthenticationError } from '../errors.ts';
 import type { Revocations } from '../events/revocation.ts';
+import type { ApplicationCredentialService } from '../identity/application-credential-service.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
 import type { IdentityAuthorizer, PolicyTarget } from '../policy/identity-authorizer.ts';
 import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-service.ts';
@@ -28,6 +29,7 @@ export interface IdentityApi {
   resources: ResourceService;
   identity: IdentityService;
   assignments: AssignmentService;
+  applicationCredentials: ApplicationCredentialService;
   catalog: CatalogService;
   tokens: TokenService;
   revocations: Revocations;

@@ -5,6 +5,7 @@ import { NotFoundError, ServiceError, ValidationError } from '../errors.ts';
 import type { App, IdentityApi } from './context.ts';
 import { handleError, NOT_JSON, sendError } from './errors.ts';
 import { deriveBaseUrl } from './links.ts';
+import { registerApplicationCredentialRoutes } from './routes/application-credentials.ts';
 import { registerAssignmentRoutes } from './routes/assignments.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerCatalogRoutes } from './routes/catalog.ts';
@@ -122,5 +123,6 @@ export function registerIdentityApi(app: App, api: IdentityApi): RouteInfo[] {
   registerRoleRoutes(app, api);
   registerAssignmentRoutes(app, api);
   registerCatalogRoutes(app, api);
+  registerApplicationCredentialRoutes(app, api);
   return routes;
 }

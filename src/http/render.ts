@@ -174,6 +174,15 @@ export function renderToken(token: TokenContext, catalog?: CatalogEntry[]): Toke
     case 'unscoped':
       break;
   }
+  if (token.applicationCredential) {
+    const { id, name, restricted, accessRules } = token.applicationCredential;
+    body.application_credential = {
+      id,
+      name,
+      restricted,
+      ...(accessRules.length ? { access_rules: accessRules.map((rule) => ({ id: rule.id, service: rule.service, path: rule.path, method: rule.method })) } : {}),
+    };
+  }
   if (token.scope.type !== 'unscoped') {
     body.roles = token.roles.map((role) => ({ id: role.id, name: role.name }));
     if (catalog) body.catalog = renderCatalog(catalog);

@@ -284,6 +284,19 @@ export const AuthBody = Type.Object(
               ),
             ),
             token: Type.Optional(Type.Object({ id: Type.String() }, open)),
+            application_credential: Type.Optional(
+              Type.Object(
+                {
+                  id: Type.Optional(Type.String()),
+                  name: Type.Optional(Type.String()),
+                  secret: Type.Optional(Type.String({ maxLength: 4096 })),
+                  user: Type.Optional(
+                    Type.Object({ id: Type.Optional(Type.String()), name: Type.Optional(Type.String()), domain: Type.Optional(NameOrId) }, open),
+                  ),
+                },
+                open,
+              ),
+            ),
           },
           open,
         ),
@@ -409,6 +422,14 @@ export const TokenBody = Type.Object({
     system: Type.Optional(Type.Object({ all: Type.Boolean() })),
     roles: Type.Optional(Type.Array(Type.Object({ id: Type.String(), name: Type.String() }))),
     catalog: Type.Optional(Catalog),
+    application_credential: Type.Optional(
+      Type.Object({
+        id: Type.String(),
+        name: Type.String(),
+        restricted: Type.Boolean(),
+        access_rules: Type.Optional(Type.Array(Type.Object({ id: Type.String(), service: Type.String(), path: Type.String(), method: Type.String() }))),
+      }),
+    ),
   }),
 });
 
@@ -434,3 +455,53 @@ export type TokenBodyShape = Static<typeof TokenBody>['token'];
 /** Path parameters, all strings. */
 export const params = <K extends string>(...names: K[]) =>
   Type.Object(Object.fromEntries(names.map((name) => [name, Type.String()])) as { [P in K]: ReturnType<typeof Type.String> });
+
+const Method = Type.Union(['POST', 'GET', 'HEAD', 'PATCH', 'PUT', 'DELETE'].map((method) => Type.Literal(method)));
+export const ApplicationCredentialCreate = Type.Object(
+  {
+    application_credential: Type.Object(
+      {
+        name: Name,
+        description: Type.Optional(Description),
+        secret: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+        expires_at: Type.Optional(nullable(Type.String({ maxLength: 64 }))),
+        roles: Type.Optional(
+          Type.Array(Type.Object({ id: Type.Optional(Type.String()), name: Type.Optional(Type.String()) }, { additionalProperties: false, minProperties: 1 })),
+        ),
+        unrestricted: Type.Optional(Type.Boolean()),
+        access_rules: Type.Optional(
+          Type.Array(
+            Type.Object(
+              {
+                id: Type.Optional(Type.String()),
+                service: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+                path: Type.Optional(Type.String({ minLength: 1, maxLength: 225, pattern: '^/' })),
+                method: Type.Optional(Method),
+              },
+              { additionalProperties: false },
+            ),
+          ),
+        ),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  open,
+);
+
+const AccessRuleShape = Type.Object({ id: Type.String(), service: Type.String(), path: Type.String(), method: Type.String() });
+export const AccessRuleEntity = Type.Object({ id: Type.String(), service: Type.String(), path: Type.String(), method: Type.String(), links: Links });
+export const ApplicationCredentialEntity = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  description: nullable(Type.String()),
+  user_id: Type.String(),
+  project_id: nullable(Type.String()),
+  system: Type.Null(),
+  expires_at: nullable(Type.String()),
+  unrestricted: nullable(Type.Boolean()),
+  roles: Type.Array(RoleEntity),
+  access_rules: Type.Optional(Type.Array(AccessRuleShape)),
+  secret: Type.Optional(Type.String()),
+  links: Links,
+});

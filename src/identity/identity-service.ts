@@ -218,7 +218,7 @@ export class IdentityService {
    */
   async authenticatePassword(reference: UserReference, password: string): Promise<User> {
     const em = this.store.reader();
-    const row = await this.resolveUser(em, reference);
+    const row = await this.findUserRow(em, reference);
     if (!row) {
       await this.hasher.verifyDummy(password);
       throw new AuthenticationError();
@@ -261,8 +261,15 @@ export class IdentityService {
     });
   }
 
+  /** The user a token request names, or null (unknown user, or its domain unknown or disabled). */
+  async resolveUser(reference: UserReference): Promise<User | null> {
+    const em = this.store.reader();
+    const row = await this.findUserRow(em, reference);
+    return row ? toUser(row, (await this.repository.currentPasswords(em, [row.id])).get(row.id)) : null;
+  }
+
   /** Finds the user a token request names; domains are resolved by id or name and must exist. */
-  private async resolveUser(em: EntityManager, reference: UserReference): Promise<UserRow | null> {
+  private async findUserRow(em: EntityManager, reference: UserReference): Promise<UserRow | null> {
     if ('id' in reference) return this.repository.findUser(em, reference.id);
     const domain =
       'domainId' in reference

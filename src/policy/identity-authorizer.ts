@@ -56,6 +56,13 @@ const RULES: Record<string, Rule> = {
   'identity:get_auth_projects': anyone,
   'identity:get_auth_domains': anyone,
   'identity:get_auth_system': anyone,
+  'identity:create_application_credential': self,
+  'identity:get_application_credential': either(admin, systemReader, self),
+  'identity:list_application_credentials': either(admin, systemReader, self),
+  'identity:delete_application_credential': either(admin, self),
+  'identity:get_access_rule': either(admin, systemReader, self),
+  'identity:list_access_rules': either(admin, systemReader, self),
+  'identity:delete_access_rule': either(admin, self),
   'identity:list_revoke_events': either(admin, (auth) => hasRole(auth, 'service')),
 };
 

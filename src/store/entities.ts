@@ -185,6 +185,55 @@ export const RevocationEventEntity = defineEntity({
 });
 export type RevocationEventRow = InferEntity<typeof RevocationEventEntity>;
 
+
+export const ApplicationCredentialEntity = defineEntity({
+  name: 'ApplicationCredential',
+  tableName: 'application_credential',
+  properties: {
+    id: p.string().primary(),
+    name: p.string(),
+    userId: p.string(),
+    projectId: p.string().nullable(),
+    secretHash: p.text(),
+    description: p.text().nullable(),
+    expiresAt: p.datetime().nullable(),
+    unrestricted: p.boolean().nullable(),
+    createdAt: p.datetime(),
+  },
+});
+export type ApplicationCredentialRow = InferEntity<typeof ApplicationCredentialEntity>;
+
+export const ApplicationCredentialRoleEntity = defineEntity({
+  name: 'ApplicationCredentialRole',
+  tableName: 'application_credential_role',
+  properties: {
+    applicationCredentialId: p.string().primary(),
+    roleId: p.string().primary(),
+  },
+});
+
+export const AccessRuleEntity = defineEntity({
+  name: 'AccessRule',
+  tableName: 'access_rule',
+  properties: {
+    id: p.string().primary(),
+    userId: p.string(),
+    service: p.string(),
+    path: p.string(),
+    method: p.string(),
+  },
+});
+export type AccessRuleRow = InferEntity<typeof AccessRuleEntity>;
+
+export const ApplicationCredentialAccessRuleEntity = defineEntity({
+  name: 'ApplicationCredentialAccessRule',
+  tableName: 'application_credential_access_rule',
+  properties: {
+    applicationCredentialId: p.string().primary(),
+    accessRuleId: p.string().primary(),
+  },
+});
+
 export const allEntities = [
   ProjectEntity,
   UserEntity,
@@ -198,4 +247,8 @@ export const allEntities = [
   ServiceEntity,
   EndpointEntity,
   RevocationEventEntity,
+  ApplicationCredentialEntity,
+  ApplicationCredentialRoleEntity,
+  AccessRuleEntity,
+  ApplicationCredentialAccessRuleEntity,
 ];

@@ -3,6 +3,7 @@ import { SYSTEM_TARGET_ID } from '../assignment/assignment-service.ts';
 import type { Clock } from '../clock.ts';
 import { AuthenticationError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
 import type { Revocations } from '../events/revocation.ts';
+import type { AccessRule, ApplicationCredential, ApplicationCredentialService } from '../identity/application-credential-service.ts';
 import type { IdentityService, User, UserReference } from '../identity/identity-service.ts';
 import type { ResourceService } from '../resource/resource-service.ts';
 import type { Store } from '../store/database.ts';
@@ -10,7 +11,7 @@ import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS, type FernetTokenProvider } from './fernet-provider.ts';
 
 /** Methods this service can run; the rest of AUTH_METHODS are known to Keystone but not offered. */
-export const ENABLED_AUTH_METHODS = ['password', 'token'];
+export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential'];
 
 export type TokenScope =
   | { type: 'unscoped' }
@@ -25,6 +26,8 @@ export interface TokenContext {
   user: { id: string; name: string; domainId: string; domainName: string; passwordExpiresAt: Date | null };
   scope: TokenScope;
   roles: { id: string; name: string }[];
+  /** Set for tokens issued to an application credential. */
+  applicationCredential?: { id: string; name: string; restricted: boolean; accessRules: AccessRule[] };
   /** [own] or [own, parent-chain] */
   auditIds: string[];
   /** Milliseconds since the epoch (whole seconds). */
@@ -43,6 +46,14 @@ export interface AuthRequest {
   methods: string[];
   password?: { user?: (NameOrId & { domain?: NameOrId | undefined; password?: string | undefined }) | undefined } | undefined;
   token?: { id?: string | undefined } | undefined;
+  application_credential?:
+    | {
+        id?: string | undefined;
+        name?: string | undefined;
+        secret?: string | undefined;
+        user?: (NameOrId & { domain?: NameOrId | undefined }) | undefined;
+      }
+    | undefined;
   /** 'unscoped' (or {unscoped: {}}), or an object with one of project/domain/system. */
   scope?: unknown;
 }
@@ -69,6 +80,7 @@ export class TokenService {
     private readonly identity: IdentityService,
     private readonly resources: ResourceService,
     private readonly assignments: AssignmentService,
+    private readonly applicationCredentials: ApplicationCredentialService,
     private readonly revocations: Revocations,
     private readonly clock: Clock,
     private readonly expirationSeconds: number,
@@ -101,12 +113,16 @@ export class TokenService {
       if (passwordUser.password === undefined) throw ValidationError.expecting('password', 'user');
     }
     if (request.methods.includes('token') && !request.token?.id) throw ValidationError.expecting('id', 'token');
+    if (request.methods.includes('application_credential')) return this.authenticateApplicationCredential(request);
 
     const now = this.clock.now();
     let user: User | undefined;
     let source: TokenContext | undefined;
     if (request.methods.includes('token')) {
       source = await this.validate(request.token!.id!);
+      if (source.applicationCredential) {
+        throw ForbiddenError.action('Using an application credential token to create another token is not allowed');
+      }
       if (source.scope.type === 'system' && (scopeRequest.type === 'project' || scopeRequest.type === 'domain')) {
         throw ForbiddenError.action('Using a system-scoped token to create a project-scoped or domain-scoped token is not allowed');
       }
@@ -163,6 +179,73 @@ export class TokenService {
     };
   }
 
+  /** The application_credential method: a project-scoped token with (at most) the credential's roles. */
+  private async authenticateApplicationCredential(request: AuthRequest): Promise<TokenContext> {
+    if (request.methods.length !== 1) throw new AuthenticationError();
+    if (request.scope !== undefined) {
+      throw new AuthenticationError('Error authenticating with application credential: Application credentials cannot request a scope.', {});
+    }
+    const body = request.application_credential!;
+    if (!body.id && !body.name) {
+      throw new ValidationError('Invalid input for field identity/application_credential: id or name must be present.');
+    }
+    if (body.secret === undefined) throw ValidationError.expecting('secret', 'application_credential');
+    let reference: { id: string } | { name: string; user: UserReference };
+    if (body.id) {
+      reference = { id: body.id };
+    } else {
+      const user = body.user;
+      if (!user || (!user.id && !user.name)) throw ValidationError.expecting('user', 'application_credential');
+      if (!user.id && !user.domain?.id && !user.domain?.name) throw ValidationError.expecting('domain', 'user');
+      reference = {
+        name: body.name!,
+        user: user.id ? { id: user.id } : user.domain!.id ? { name: user.name!, domainId: user.domain!.id } : { name: user.name!, domainName: user.domain!.name! },
+      };
+    }
+    const credential = await this.applicationCredentials.authenticate(reference, body.secret);
+    const user = await this.identity.findUser(credential.userId);
+    if (!user || !user.enabled) throw new AuthenticationError();
+    const userDomain = await this.resources.findAny(user.domainId);
+    if (!userDomain?.enabled) throw new AuthenticationError();
+    if (!credential.projectId) throw new AuthenticationError();
+    const scope = await this.projectScope(credential.projectId, () => new AuthenticationError());
+    const roles = await this.credentialRoles(user.id, scope, credential);
+    if (roles.length === 0) throw new AuthenticationError();
+
+    const issuedAt = Math.floor(this.clock.now() / 1000) * 1000;
+    let expiresAt = issuedAt + this.expirationSeconds * 1000;
+    if (credential.expiresAt) expiresAt = Math.min(expiresAt, Math.floor(credential.expiresAt.getTime() / 1000) * 1000);
+    const auditIds = [newAuditId()];
+    const id = this.provider.issue(
+      {
+        userId: user.id,
+        methods: ['application_credential'],
+        expiresAt: expiresAt / 1000,
+        auditIds,
+        scope: { type: 'application_credential', projectId: scope.project.id, applicationCredentialId: credential.id },
+      },
+      issuedAt / 1000,
+    );
+    return {
+      id,
+      methods: ['application_credential'],
+      user: { id: user.id, name: user.name, domainId: user.domainId, domainName: userDomain.name, passwordExpiresAt: user.passwordExpiresAt },
+      scope,
+      roles: roles.map((role) => ({ id: role.id, name: role.name })),
+      applicationCredential: credentialSummary(credential),
+      auditIds,
+      issuedAt,
+      expiresAt,
+    };
+  }
+
+  /** The credential's roles that the user still holds on the project (Keystone recomputes them). */
+  private async credentialRoles(userId: string, scope: TokenScope & { type: 'project' }, credential: ApplicationCredential): Promise<Role[]> {
+    const held = await this.rolesFor(userId, scope);
+    const granted = new Set(credential.roles.map((role) => role.id));
+    return held.filter((role) => granted.has(role.id));
+  }
+
   /**
    * Decrypts a token and checks it is still good: not expired or revoked, its user, project and
    * domain still there and enabled, and roles still held on its scope. Any failure is a 404
@@ -181,6 +264,7 @@ export class TokenService {
     if (!userDomain?.enabled) throw new NotFoundError('Failed to validate token');
 
     let scope: TokenScope;
+    let credential: ApplicationCredential | undefined;
     switch (payload.scope.type) {
       case 'unscoped':
         scope = { type: 'unscoped' };
@@ -198,11 +282,24 @@ export class TokenService {
         scope = await this.projectScope(payload.scope.projectId, () => new NotFoundError('Failed to validate token'));
         break;
       }
+      case 'application_credential': {
+        const found = await this.applicationCredentials.find(payload.scope.applicationCredentialId);
+        if (!found || found.userId !== user.id || found.projectId !== payload.scope.projectId) throw new NotFoundError('Failed to validate token');
+        if (found.expiresAt && found.expiresAt.getTime() <= now) throw new NotFoundError('Failed to validate token');
+        credential = found;
+        scope = await this.projectScope(payload.scope.projectId, () => new NotFoundError('Failed to validate token'));
+        break;
+      }
       default:
-        // Trust, OAuth1, federated and application-credential tokens are not issued by this service.
+        // Trust, OAuth1 and federated tokens are not issued by this service.
         throw new NotFoundError('Failed to validate token');
     }
-    const roles = scope.type === 'unscoped' ? [] : await this.rolesFor(user.id, scope);
+    const roles =
+      scope.type === 'unscoped'
+        ? []
+        : credential && scope.type === 'project'
+          ? await this.credentialRoles(user.id, scope, credential)
+          : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw new NotFoundError('Failed to validate token');
 
     const auditId = payload.auditIds[0]!;
@@ -230,6 +327,7 @@ export class TokenService {
       },
       scope,
       roles: roles.map((role) => ({ id: role.id, name: role.name })),
+      ...(credential ? { applicationCredential: credentialSummary(credential) } : {}),
       auditIds: payload.auditIds,
       issuedAt: issuedAt * 1000,
       expiresAt,
@@ -302,6 +400,10 @@ export class TokenService {
         return Promise.resolve([]);
     }
   }
+}
+
+function credentialSummary(credential: ApplicationCredential): NonNullable<TokenContext['applicationCredential']> {
+  return { id: credential.id, name: credential.name, restricted: credential.unrestricted !== true, accessRules: credential.accessRules };
 }
 
 function payloadScope(scope: TokenScope): TokenPayload['scope'] {

@@ -40,6 +40,10 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
     const subject = subjectToken(request);
     const query = request.query as Query;
     const token = await api.tokens.validate(subject, { allowExpired: truthyFlag(query, 'allow_expired') });
+    // A validator that cannot enforce access rules must not accept a token that carries them.
+    if (token.applicationCredential?.accessRules.length && !(Number(request.headers['openstack-identity-access-rules']) >= 1)) {
+      throw new NotFoundError('Failed to validate token');
+    }
     const action = request.method === 'HEAD' ? 'identity:check_token' : 'identity:validate_token';
     authorize(api, request, action, { tokenUserId: token.user.id });
     const catalog = 'nocatalog' in query ? undefined : await catalogFor(api, token);

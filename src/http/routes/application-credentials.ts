@@ -1,0 +1,126 @@
+import type { FastifyRequest } from 'fastify';
+import { ValidationError } from '../../errors.ts';
+import type { AccessRule, ApplicationCredential } from '../../identity/application-credential-service.ts';
+import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
+import { collectionLinks, selfLink } from '../links.ts';
+import { stringParameter, type Query } from '../query.ts';
+import { naiveTime, renderRole } from '../render.ts';
+import { AccessRuleEntity, ApplicationCredentialCreate, ApplicationCredentialEntity, many, one, params } from '../schemas.ts';
+
+const UserParams = params('user_id');
+const CredentialParams = params('user_id', 'application_credential_id');
+const RuleParams = params('user_id', 'access_rule_id');
+
+function renderAccessRule(request: FastifyRequest, rule: AccessRule) {
+  return { id: rule.id, service: rule.service, path: rule.path, method: rule.method, links: selfLink(request, 'access_rules', rule.id) };
+}
+
+function renderCredential(request: FastifyRequest, credential: ApplicationCredential) {
+  return {
+    id: credential.id,
+    name: credential.name,
+    description: credential.description,
+    user_id: credential.userId,
+    project_id: credential.projectId,
+    system: null,
+    expires_at: naiveTime(credential.expiresAt),
+    unrestricted: credential.unrestricted,
+    roles: credential.roles.map((role) => renderRole(request, role)),
+    ...(credential.accessRules.length
+      ? { access_rules: credential.accessRules.map((rule) => ({ id: rule.id, service: rule.service, path: rule.path, method: rule.method })) }
+      : {}),
+    // Keystone 22 links here (a path it does not route); kept for byte compatibility.
+    links: selfLink(request, 'application_credentials', credential.id),
+  };
+}
+
+/** /v3/users/{user_id}/application_credentials and /access_rules. */
+export function registerApplicationCredentialRoutes(app: App, api: IdentityApi): void {
+  app.post(
+    '/v3/users/:user_id/application_credentials',
+    { schema: { params: UserParams, body: ApplicationCredentialCreate, response: { 201: one('application_credential', ApplicationCredentialEntity) } } },
+    async (request, reply) => {
+      const auth = authorize(api, request, 'identity:create_application_credential', { userId: request.params.user_id });
+      const body = request.body.application_credential;
+      let expiresAt: Date | null | undefined;
+      if (typeof body.expires_at === 'string') {
+        const parsed = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(body.expires_at) ? body.expires_at : `${body.expires_at}Z`);
+        if (Number.isNaN(parsed)) throw new ValidationError("Invalid input for field 'expires_at': not an ISO 8601 time");
+        expiresAt = new Date(parsed);
+      } else {
+        expiresAt = body.expires_at;
+      }
+      const { credential, secret } = await api.applicationCredentials.create(
+        request.params.user_id,
+        {
+          userId: auth.user.id,
+          projectId: auth.scope.type === 'project' ? auth.scope.project.id : null,
+          roleIds: auth.roles.map((role) => role.id),
+          viaApplicationCredential: auth.applicationCredential,
+        },
+        {
+          name: body.name,
+          description: body.description,
+          secret: body.secret,
+          expiresAt,
+          roles: body.roles,
+          unrestricted: body.unrestricted,
+          accessRules: body.access_rules,
+        },
+      );
+      reply.code(201);
+      return { application_credential: { ...renderCredential(request, credential), secret } };
+    },
+  );
+
+  app.get(
+    '/v3/users/:user_id/application_credentials',
+    { schema: { params: UserParams, response: { 200: many('application_credentials', ApplicationCredentialEntity) } } },
+    async (request) => {
+      authorize(api, request, 'identity:list_application_credentials', { userId: request.params.user_id });
+      const credentials = await api.applicationCredentials.list(request.params.user_id, stringParameter(request.query as Query, 'name'));
+      return { application_credentials: credentials.map((credential) => renderCredential(request, credential)), links: collectionLinks(request) };
+    },
+  );
+
+  app.get(
+    '/v3/users/:user_id/application_credentials/:application_credential_id',
+    { schema: { params: CredentialParams, response: { 200: one('application_credential', ApplicationCredentialEntity) } } },
+    async (request) => {
+      authorize(api, request, 'identity:get_application_credential', { userId: request.params.user_id });
+      const credential = await api.applicationCredentials.get(request.params.user_id, request.params.application_credential_id);
+      return { application_credential: renderCredential(request, credential) };
+    },
+  );
+
+  app.delete('/v3/users/:user_id/application_credentials/:application_credential_id', { schema: { params: CredentialParams } }, async (request, reply) => {
+    const auth = authorize(api, request, 'identity:delete_application_credential', { userId: request.params.user_id });
+    await api.applicationCredentials.delete(request.params.user_id, request.params.application_credential_id, {
+      viaApplicationCredential: auth.applicationCredential,
+    });
+    return noContent(reply);
+  });
+
+  app.get('/v3/users/:user_id/access_rules', { schema: { params: UserParams, response: { 200: many('access_rules', AccessRuleEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:list_access_rules', { userId: request.params.user_id });
+    const query = request.query as Query;
+    const filter: { service?: string; path?: string; method?: string } = {};
+    for (const name of ['service', 'path', 'method'] as const) {
+      const value = stringParameter(query, name);
+      if (value !== undefined) filter[name] = value;
+    }
+    const rules = await api.applicationCredentials.listAccessRules(request.params.user_id, filter);
+    return { access_rules: rules.map((rule) => renderAccessRule(request, rule)), links: collectionLinks(request) };
+  });
+
+  app.get('/v3/users/:user_id/access_rules/:access_rule_id', { schema: { params: RuleParams, response: { 200: one('access_rule', AccessRuleEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:get_access_rule', { userId: request.params.user_id });
+    return { access_rule: renderAccessRule(request, await api.applicationCredentials.getAccessRule(request.params.user_id, request.params.access_rule_id)) };
+  });
+
+  app.delete('/v3/users/:user_id/access_rules/:access_rule_id', { schema: { params: RuleParams } }, async (request, reply) => {
+    authorize(api, request, 'identity:delete_access_rule', { userId: request.params.user_id });
+    await api.applicationCredentials.deleteAccessRule(request.params.user_id, request.params.access_rule_id);
+    return noContent(reply);
+  });
+}

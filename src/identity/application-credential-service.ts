@@ -1,0 +1,247 @@
+import type { Role } from '../assignment/assignment-service.ts';
+import type { Clock } from '../clock.ts';
+import { AuthenticationError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
+import { newId } from '../ids.ts';
+import type { EntityManager, Store } from '../store/database.ts';
+import {
+  AccessRuleEntity,
+  ApplicationCredentialAccessRuleEntity,
+  ApplicationCredentialEntity,
+  ApplicationCredentialRoleEntity,
+  RoleEntity,
+  type AccessRuleRow,
+  type ApplicationCredentialRow,
+} from '../store/entities.ts';
+import { isUniqueViolation } from '../store/filters.ts';
+import type { IdentityService, UserReference } from './identity-service.ts';
+import { newSecret, type SecretHasher } from './secret-hash.ts';
+
+export interface AccessRule {
+  id: string;
+  service: string;
+  path: string;
+  method: string;
+}
+
+export interface ApplicationCredential {
+  id: string;
+  name: string;
+  description: string | null;
+  userId: string;
+  projectId: string | null;
+  expiresAt: Date | null;
+  unrestricted: boolean | null;
+  roles: Role[];
+  accessRules: AccessRule[];
+}
+
+/** Who is creating the credential: the caller's token, reduced to what the rules need. */
+export interface CredentialCreator {
+  userId: string;
+  projectId: string | null;
+  roleIds: string[];
+  /** Set when the caller's own token came from an application credential. */
+  viaApplicationCredential?: { restricted: boolean } | undefined;
+}
+
+export interface ApplicationCredentialInput {
+  name: string;
+  description?: string | null | undefined;
+  secret?: string | undefined;
+  expiresAt?: Date | null | undefined;
+  roles?: { id?: string | undefined; name?: string | undefined }[] | undefined;
+  unrestricted?: boolean | undefined;
+  accessRules?: { id?: string | undefined; service?: string | undefined; path?: string | undefined; method?: string | undefined }[] | undefined;
+}
+
+export type ApplicationCredentialReference =
+  | { id: string }
+  | { name: string; user: UserReference };
+
+const RESTRICTED_MANAGEMENT =
+  "You are not authorized to perform the requested action: Using method 'application_credential' is not allowed for managing additional application credentials..";
+
+/** Application credentials ("API keys"): a secret that yields tokens for one project and role set. */
+export class ApplicationCredentialService {
+  constructor(
+    private readonly store: Store,
+    private readonly identity: IdentityService,
+    private readonly hasher: SecretHasher,
+    private readonly clock: Clock,
+  ) {}
+
+  async create(userId: string, creator: CredentialCreator, input: ApplicationCredentialInput): Promise<{ credential: ApplicationCredential; secret: string }> {
+    if (creator.userId !== userId) {
+      throw ForbiddenError.action('Cannot create an application credential for another user');
+    }
+    if (creator.viaApplicationCredential?.restricted) throw new ForbiddenError(RESTRICTED_MANAGEMENT);
+    if (input.expiresAt && input.expiresAt.getTime() <= this.clock.now()) {
+      throw new ValidationError('The expiration time of an application credential must be in the future.');
+    }
+    const secret = input.secret ?? newSecret();
+    const secretHash = this.hasher.hash(secret);
+    try {
+      const credential = await this.store.transaction(async (em) => {
+        const roles = await this.resolveRoles(em, creator, input.roles);
+        const id = newId();
+        em.create(ApplicationCredentialEntity, {
+          id,
+          name: input.name,
+          userId,
+          projectId: creator.projectId,
+          secretHash,
+          description: input.description ?? null,
+          expiresAt: input.expiresAt ?? null,
+          unrestricted: input.unrestricted ?? null,
+          createdAt: new Date(this.clock.now()),
+        });
+        await em.flush();
+        for (const role of roles) em.create(ApplicationCredentialRoleEntity, { applicationCredentialId: id, roleId: role.id });
+        const accessRules: AccessRule[] = [];
+        for (const requested of input.accessRules ?? []) {
+          const rule = await this.resolveAccessRule(em, userId, requested);
+          accessRules.push(rule);
+          em.create(ApplicationCredentialAccessRuleEntity, { applicationCredentialId: id, accessRuleId: rule.id });
+        }
+        await em.flush();
+        return this.load(em, id);
+      });
+      return { credential: credential!, secret };
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new ConflictError('application_credential', `Duplicate entry found with name ${input.name}`);
+      throw error;
+    }
+  }
+
+  async get(userId: string, id: string): Promise<ApplicationCredential> {
+    const credential = await this.load(this.store.reader(), id);
+    if (!credential || credential.userId !== userId) throw NotFoundError.of('Application Credential', id);
+    return credential;
+  }
+
+  /** Null when it does not exist (token validation treats that as a revoked token). */
+  async find(id: string): Promise<ApplicationCredential | null> {
+    return this.load(this.store.reader(), id);
+  }
+
+  async list(userId: string, name?: string): Promise<ApplicationCredential[]> {
+    const em = this.store.reader();
+    const rows = await em.find(ApplicationCredentialEntity, { userId, ...(name === undefined ? {} : { name }) }, { orderBy: { name: 'asc' } });
+    const loaded = await Promise.all(rows.map((row) => this.load(em, row.id)));
+    return loaded.filter((credential): credential is ApplicationCredential => credential !== null);
+  }
+
+  async delete(userId: string, id: string, deleter?: Pick<CredentialCreator, 'viaApplicationCredential'>): Promise<void> {
+    if (deleter?.viaApplicationCredential?.restricted) throw new ForbiddenError(RESTRICTED_MANAGEMENT);
+    await this.store.transaction(async (em) => {
+      const row = await em.findOne(ApplicationCredentialEntity, { id, userId });
+      if (!row) throw NotFoundError.of('Application Credential', id);
+      em.remove(row);
+      await em.flush();
+    });
+  }
+
+  /** Checks a secret; every failure is the same generic 401. */
+  async authenticate(reference: ApplicationCredentialReference, secret: string): Promise<ApplicationCredential> {
+    const em = this.store.reader();
+    let row: ApplicationCredentialRow | null;
+    if ('id' in reference) {
+      row = await em.findOne(ApplicationCredentialEntity, { id: reference.id });
+    } else {
+      const user = await this.identity.resolveUser(reference.user);
+      row = user ? await em.findOne(ApplicationCredentialEntity, { userId: user.id, name: reference.name }) : null;
+    }
+    if (!row || !(await this.hasher.verify(secret, row.secretHash))) throw new AuthenticationError();
+    if (row.expiresAt && row.expiresAt.getTime() <= this.clock.now()) throw new AuthenticationError();
+    const credential = await this.load(em, row.id);
+    if (!credential) throw new AuthenticationError();
+    return credential;
+  }
+
+  // ---- access rules ------------------------------------------------------------------------
+
+  async listAccessRules(userId: string, filter: { service?: string; path?: string; method?: string } = {}): Promise<AccessRule[]> {
+    const rows = await this.store.reader().find(AccessRuleEntity, { userId, ...filter }, { orderBy: { service: 'asc', path: 'asc', method: 'asc' } });
+    return rows.map(toAccessRule);
+  }
+
+  async getAccessRule(userId: string, id: string): Promise<AccessRule> {
+    const row = await this.store.reader().findOne(AccessRuleEntity, { id, userId });
+    if (!row) throw NotFoundError.of('Access Rule', id);
+    return toAccessRule(row);
+  }
+
+  async deleteAccessRule(userId: string, id: string): Promise<void> {
+    await this.store.transaction(async (em) => {
+      const row = await em.findOne(AccessRuleEntity, { id, userId });
+      if (!row) throw NotFoundError.of('Access Rule', id);
+      if ((await em.count(ApplicationCredentialAccessRuleEntity, { accessRuleId: id })) > 0) {
+        throw new ForbiddenError('May not delete access rule in use');
+      }
+      em.remove(row);
+      await em.flush();
+    });
+  }
+
+  // ---- helpers -----------------------------------------------------------------------------
+
+  private async resolveRoles(em: EntityManager, creator: CredentialCreator, requested: ApplicationCredentialInput['roles']): Promise<Role[]> {
+    if (!requested) {
+      return creator.roleIds.length ? em.find(RoleEntity, { id: { $in: creator.roleIds } }) : [];
+    }
+    const roles: Role[] = [];
+    for (const reference of requested) {
+      const role = reference.id
+        ? await em.findOne(RoleEntity, { id: reference.id })
+        : reference.name
+          ? await em.findOne(RoleEntity, { name: reference.name, domainId: null })
+          : null;
+      if (!role || !creator.roleIds.includes(role.id)) {
+        throw new ValidationError('Invalid application credential: Cannot create an application credential with unassigned role');
+      }
+      if (!roles.some((existing) => existing.id === role.id)) roles.push(role);
+    }
+    return roles;
+  }
+
+  private async resolveAccessRule(em: EntityManager, userId: string, requested: NonNullable<ApplicationCredentialInput['accessRules']>[number]): Promise<AccessRule> {
+    if (requested.id) {
+      const existing = await em.findOne(AccessRuleEntity, { id: requested.id, userId });
+      if (!existing) throw NotFoundError.of('Access Rule', requested.id);
+      return toAccessRule(existing);
+    }
+    if (!requested.service || !requested.path || !requested.method) {
+      throw new ValidationError('Invalid application credential: an access rule needs service, path and method.');
+    }
+    const identity = { userId, service: requested.service, path: requested.path, method: requested.method };
+    const existing = await em.findOne(AccessRuleEntity, identity);
+    if (existing) return toAccessRule(existing);
+    const row = em.create(AccessRuleEntity, { id: newId(), ...identity });
+    await em.flush();
+    return toAccessRule(row);
+  }
+
+  private async load(em: EntityManager, id: string): Promise<ApplicationCredential | null> {
+    const row = await em.findOne(ApplicationCredentialEntity, { id });
+    if (!row) return null;
+    const roleLinks = await em.find(ApplicationCredentialRoleEntity, { applicationCredentialId: id });
+    const roles = roleLinks.length ? await em.find(RoleEntity, { id: { $in: roleLinks.map((link) => link.roleId) } }) : [];
+    const ruleLinks = await em.find(ApplicationCredentialAccessRuleEntity, { applicationCredentialId: id });
+    const rules = ruleLinks.length ? await em.find(AccessRuleEntity, { id: { $in: ruleLinks.map((link) => link.accessRuleId) } }) : [];
+    return {
+      id: row.id,
+      name: row.name,
+      description: row.description ?? null,
+      userId: row.userId,
+      projectId: row.projectId ?? null,
+      expiresAt: row.expiresAt ?? null,
+      unrestricted: row.unrestricted ?? null,
+      roles,
+      accessRules: rules.map(toAccessRule),
+    };
+  }
+}
+
+function toAccessRule(row: AccessRuleRow): AccessRule {
+  return { id: row.id, service: row.service, path: row.path, method: row.method };
+}
