@@ -6,6 +6,8 @@ import { AssignmentService } from './assignment/assignment-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
+import { ClusterSync } from './events/cluster-sync.ts';
+import { LocalEventBus, RedisEventBus } from './events/event-bus.ts';
 import { Revocations } from './events/revocation.ts';
 import type { App, IdentityApi } from './http/context.ts';
 import { handleFrameworkError } from './http/errors.ts';
@@ -66,7 +68,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const log = server.log;
     const revocations = new Revocations(store, clock);
     await revocations.load();
+    const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log) : new LocalEventBus();
+    const sync = new ClusterSync(store, revocations, bus, log);
+    sync.start();
     const tokenProvider = new FernetTokenProvider(new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys), log);
+    tokenProvider.onReload(() => sync.invalidate());
     tokenProvider.start();
 
     const pepper = loadPepper(config.secretPepper, path.join(config.dataDir, 'secret-pepper'));
@@ -76,10 +82,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
     const resources = new ResourceService(store, revocations, clock);
     const identity = new IdentityService(store, resources, passwords, revocations, clock);
-    const assignments = new AssignmentService(store, identity, resources);
+    const assignments = new AssignmentService(store, identity, resources, revocations, sync);
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock);
     const catalog = new CatalogService(store);
-    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration);
+    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
     const api: IdentityApi = {
       config,
       resources,
@@ -103,6 +109,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       async close() {
         tokenProvider.stop();
         await server.close();
+        await sync.close();
         await store.close();
       },
     };

@@ -1,3 +1,6 @@
+import { GenerationCache } from '../cache.ts';
+import type { ClusterSync } from '../events/cluster-sync.ts';
+import type { Revocations } from '../events/revocation.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
 import { newId } from '../ids.ts';
@@ -90,11 +93,18 @@ const PROHIBITED_IMPLIED_ROLES = ['admin'];
 export class AssignmentService {
   private readonly repository = new AssignmentRepository();
 
+  /** Effective roles per (user, scope), dropped on any committed change. */
+  private readonly roleCache: GenerationCache<string, Role[]> | undefined;
+
   constructor(
     private readonly store: Store,
     private readonly identity: IdentityService,
     private readonly resources: ResourceService,
-  ) {}
+    private readonly revocations?: Revocations,
+    private readonly sync?: ClusterSync,
+  ) {
+    this.roleCache = sync ? new GenerationCache(50_000, () => sync.generation) : undefined;
+  }
 
   // ---- roles -----------------------------------------------------------------------------
 
@@ -250,6 +260,13 @@ export class AssignmentService {
       if (!row) throw missingGrant(grant);
       em.remove(row);
       await em.flush();
+      // The user's tokens on that target go at once, on every node, whatever roles remain.
+      if (grant.actorType === 'user' && !grant.inherited && grant.targetType !== 'system') {
+        await this.revocations?.record(em, {
+          userId: grant.actorId,
+          ...(grant.targetType === 'project' ? { projectId: grant.targetId } : { domainId: grant.targetId }),
+        });
+      }
     });
   }
 
@@ -450,6 +467,17 @@ export class AssignmentService {
    * inherited from the project's domain and ancestors, implied roles; never domain-specific roles.
    */
   async effectiveRoles(userId: string, targetType: TargetType, targetId: string): Promise<Role[]> {
+    if (!this.roleCache || !this.sync?.cachesTrusted) return this.computeEffectiveRoles(userId, targetType, targetId);
+    const key = `${userId} ${targetType} ${targetId}`;
+    const cached = this.roleCache.get(key);
+    if (cached) return cached;
+    const generation = this.sync.generation;
+    const roles = await this.computeEffectiveRoles(userId, targetType, targetId);
+    this.roleCache.set(key, roles, generation);
+    return roles;
+  }
+
+  private async computeEffectiveRoles(userId: string, targetType: TargetType, targetId: string): Promise<Role[]> {
     const em = this.store.reader();
     const groupIds = await this.identity.groupIdsOfUser(userId);
     const actors: AssignmentQuery['actors'] = [{ type: 'user', ids: [userId] }];

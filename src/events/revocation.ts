@@ -4,6 +4,8 @@ import { RevocationEventEntity, type RevocationEventRow } from '../store/entitie
 
 /** A Keystone revocation event: every attribute that is set must match the token. Times in ms. */
 export interface RevocationEvent {
+  /** Database id, once stored. */
+  id?: number | undefined;
   userId?: string | undefined;
   projectId?: string | undefined;
   domainId?: string | undefined;
@@ -48,6 +50,8 @@ function filingKey(event: RevocationEvent): string {
   return 'all';
 }
 
+const CATCH_UP_OVERLAP_MS = 60_000;
+
 function wholeSeconds(milliseconds: number): number {
   return Math.floor(milliseconds / 1000) * 1000;
 }
@@ -59,6 +63,9 @@ function wholeSeconds(milliseconds: number): number {
  */
 export class Revocations {
   private readonly filed = new Map<string, RevocationEvent[]>();
+  private readonly known = new Set<number>();
+  /** revoked_at of the newest event seen, for catching up. */
+  private newestRevokedAt = 0;
 
   constructor(
     private readonly store: Store,
@@ -68,14 +75,31 @@ export class Revocations {
   async load(): Promise<void> {
     const rows = await this.store.reader().find(RevocationEventEntity, {}, { orderBy: { id: 'asc' } });
     this.filed.clear();
+    this.known.clear();
     for (const row of rows) this.index(fromRow(row));
+  }
+
+  /**
+   * Indexes events other nodes stored since we last looked. The window reaches back a minute before
+   * the newest event seen, because a transaction that took an earlier id may commit later.
+   */
+  async catchUp(): Promise<number> {
+    const since = new Date(Math.max(0, this.newestRevokedAt - CATCH_UP_OVERLAP_MS));
+    const rows = await this.store.reader().find(RevocationEventEntity, { revokedAt: { $gte: since } }, { orderBy: { id: 'asc' } });
+    let added = 0;
+    for (const row of rows) {
+      if (this.known.has(row.id)) continue;
+      this.index(fromRow(row));
+      added++;
+    }
+    return added;
   }
 
   /** Writes an event in the given transaction; issued_before and revoked_at default to now. */
   async record(em: EntityManager, attributes: Omit<RevocationEvent, 'issuedBefore' | 'revokedAt'>): Promise<RevocationEvent> {
     const now = wholeSeconds(this.clock.now());
     const event: RevocationEvent = { ...attributes, issuedBefore: now, revokedAt: now };
-    em.create(RevocationEventEntity, {
+    const row = em.create(RevocationEventEntity, {
       userId: event.userId ?? null,
       projectId: event.projectId ?? null,
       domainId: event.domainId ?? null,
@@ -90,6 +114,7 @@ export class Revocations {
       revokedAt: new Date(event.revokedAt),
     });
     await em.flush();
+    event.id = row.id;
     this.index(event);
     return event;
   }
@@ -120,6 +145,11 @@ export class Revocations {
   }
 
   private index(event: RevocationEvent): void {
+    if (event.id !== undefined) {
+      if (this.known.has(event.id)) return;
+      this.known.add(event.id);
+    }
+    this.newestRevokedAt = Math.max(this.newestRevokedAt, event.revokedAt);
     const key = filingKey(event);
     const events = this.filed.get(key);
     if (events) events.push(event);
@@ -142,6 +172,7 @@ function matches(event: RevocationEvent, token: RevocableToken): boolean {
 
 function fromRow(row: RevocationEventRow): RevocationEvent {
   return {
+    id: row.id,
     userId: row.userId ?? undefined,
     projectId: row.projectId ?? undefined,
     domainId: row.domainId ?? undefined,

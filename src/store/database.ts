@@ -73,9 +73,18 @@ export class Store {
   }
 
   /** Runs `work` in one database transaction: everything it writes lands, or nothing does. */
-  transaction<T>(work: (em: EntityManager) => Promise<T>): Promise<T> {
-    return this.reader().transactional((em) => work(em as EntityManager));
+  async transaction<T>(work: (em: EntityManager) => Promise<T>): Promise<T> {
+    const result = await this.reader().transactional((em) => work(em as EntityManager));
+    for (const listener of this.commitListeners) listener();
+    return result;
   }
+
+  /** Called after every committed transaction: caches derived from the data drop what they hold. */
+  onCommit(listener: () => void): void {
+    this.commitListeners.push(listener);
+  }
+
+  private readonly commitListeners: (() => void)[] = [];
 
   async ping(): Promise<void> {
     await this.orm.em.getConnection().execute('select 1');

@@ -59,7 +59,15 @@ export class FernetTokenProvider {
 
   reload(): void {
     this.keys = new FernetKeys(this.repository.load());
+    // Tokens validated with a key that is now gone must not stay cached.
+    for (const listener of this.reloadListeners) listener();
   }
+
+  onReload(listener: () => void): void {
+    this.reloadListeners.push(listener);
+  }
+
+  private readonly reloadListeners: (() => void)[] = [];
 
   issue(payload: TokenPayload, issuedAtSeconds: number): string {
     return this.activeKeys().encrypt(this.codec.encode(payload), issuedAtSeconds);

@@ -6,6 +6,10 @@ import type { Revocations } from '../events/revocation.ts';
 import type { AccessRule, ApplicationCredential, ApplicationCredentialService } from '../identity/application-credential-service.ts';
 import type { IdentityService, User, UserReference } from '../identity/identity-service.ts';
 import type { ResourceService } from '../resource/resource-service.ts';
+import { createHash } from 'node:crypto';
+import { GenerationCache } from '../cache.ts';
+import type { ClusterSync } from '../events/cluster-sync.ts';
+import type { RevocableToken } from '../events/revocation.ts';
 import type { Store } from '../store/database.ts';
 import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS, type FernetTokenProvider } from './fernet-provider.ts';
@@ -84,7 +88,14 @@ export class TokenService {
     private readonly revocations: Revocations,
     private readonly clock: Clock,
     private readonly expirationSeconds: number,
-  ) {}
+    private readonly sync: ClusterSync,
+    cacheSize = 10_000,
+  ) {
+    this.cache = new GenerationCache(cacheSize, () => this.sync.generation);
+  }
+
+  /** Validated tokens by hash of the token, until they expire, are revoked, or any data changes. */
+  private readonly cache: GenerationCache<string, { context: TokenContext; revocable: RevocableToken }>;
 
   /** POST /v3/auth/tokens: runs the methods, resolves the scope, issues a token. */
   async authenticate(request: AuthRequest): Promise<TokenContext> {
@@ -252,6 +263,22 @@ export class TokenService {
    * (NotFoundError) with Keystone's texts; callers using it as X-Auth-Token turn that into 401.
    */
   async validate(token: string, options: ValidateOptions = {}): Promise<TokenContext> {
+    const generation = this.sync.generation;
+    const cacheable = (await this.sync.prepareValidation()) && !options.allowExpired;
+    const key = cacheable ? createHash('sha256').update(token).digest('base64url') : '';
+    if (cacheable) {
+      const hit = this.cache.get(key);
+      if (hit) {
+        if (this.clock.now() < hit.context.expiresAt && !this.revocations.isRevoked(hit.revocable)) return hit.context;
+        this.cache.delete(key);
+      }
+    }
+    const { context, revocable } = await this.validateFully(token, options);
+    if (cacheable) this.cache.set(key, { context, revocable }, generation);
+    return context;
+  }
+
+  private async validateFully(token: string, options: ValidateOptions): Promise<{ context: TokenContext; revocable: RevocableToken }> {
     const { payload, issuedAt } = this.provider.decode(token);
     const now = this.clock.now();
     const expiresAt = Math.floor(payload.expiresAt) * 1000;
@@ -303,7 +330,7 @@ export class TokenService {
     if (scope.type !== 'unscoped' && roles.length === 0) throw new NotFoundError('Failed to validate token');
 
     const auditId = payload.auditIds[0]!;
-    const revoked = this.revocations.isRevoked({
+    const revocable: RevocableToken = {
       userId: user.id,
       userDomainId: user.domainId,
       projectId: scope.type === 'project' ? scope.project.id : undefined,
@@ -312,10 +339,10 @@ export class TokenService {
       auditId,
       auditChainId: payload.auditIds[1] ?? auditId,
       issuedAt: issuedAt * 1000,
-    });
-    if (revoked) throw new NotFoundError('Failed to validate token');
+    };
+    if (this.revocations.isRevoked(revocable)) throw new NotFoundError('Failed to validate token');
 
-    return {
+    const context: TokenContext = {
       id: token,
       methods: orderMethods(payload.methods),
       user: {
@@ -332,6 +359,7 @@ export class TokenService {
       issuedAt: issuedAt * 1000,
       expiresAt,
     };
+    return { context, revocable };
   }
 
   /** DELETE /v3/auth/tokens: revokes exactly this token (its audit id). */

@@ -10,8 +10,10 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(): Promise<TestDatabase> {
-  const server = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
+export const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** `server` forces PostgreSQL (tests of several processes need a shared database). */
+export async function createTestDatabase(server: string | undefined = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL): Promise<TestDatabase> {
   if (!server) return { url: undefined, drop: async () => {} };
   const name = `kg_test_${randomBytes(6).toString('hex')}`;
   const admin = new URL(server);

@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+
+/** What nodes tell each other: a revocation event (by database id), or "data changed". */
+export type ClusterMessage = { type: 'revoked'; eventId: number } | { type: 'changed' };
+
+export interface EventBus {
+  /** True when messages from other nodes are known to arrive (always true for a single node). */
+  readonly connected: boolean;
+  publish(message: ClusterMessage): void;
+  /** Messages from other nodes; `reconnected` after an outage, when some may have been missed. */
+  subscribe(handlers: { message(message: ClusterMessage): void; reconnected(): void }): void;
+  close(): Promise<void>;
+}
+
+/** One node, no Redis: there is nobody to tell. */
+export class LocalEventBus implements EventBus {
+  readonly connected = true;
+  publish(): void {}
+  subscribe(): void {}
+  async close(): Promise<void> {}
+}
+
+interface Logger {
+  warn(object: object, message: string): void;
+  info(object: object, message: string): void;
+}
+
+const CHANNEL = 'keystone-gateway:events';
+
+/** Redis pub/sub between the nodes that share a database. */
+export class RedisEventBus implements EventBus {
+  private readonly node = randomUUID();
+  private readonly publisher: Redis;
+  private readonly subscriber: Redis;
+  private handlers: Parameters<EventBus['subscribe']>[0] | undefined;
+  private wasConnected = false;
+
+  constructor(
+    url: string,
+    private readonly log: Logger,
+  ) {
+    const options = {
+      // Fail fast rather than queue: a node that cannot publish falls back to the database.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      connectTimeout: 2000,
+      retryStrategy: (attempt: number) => Math.min(attempt * 100, 1000),
+      lazyConnect: false,
+    };
+    this.publisher = new Redis(url, options);
+    this.subscriber = new Redis(url, { ...options, enableOfflineQueue: true });
+    for (const connection of [this.publisher, this.subscriber]) connection.on('error', () => {});
+    this.subscriber.on('message', (_channel: string, raw: string) => this.receive(raw));
+    this.subscriber.on('ready', () => {
+      this.subscriber.subscribe(CHANNEL).then(
+        () => {
+          if (this.wasConnected) this.log.info({}, 'Redis is back: catching up from the database');
+          this.wasConnected = true;
+          // Anything published while we were away is in the database; let the owner catch up.
+          this.handlers?.reconnected();
+        },
+        (error: unknown) => this.log.warn({ err: error }, 'Redis subscribe failed'),
+      );
+    });
+    this.subscriber.on('close', () => {
+      if (this.wasConnected) this.log.warn({}, 'Redis connection lost: checking the database for revocations on every validation');
+    });
+  }
+
+  get connected(): boolean {
+    return this.publisher.status === 'ready' && this.subscriber.status === 'ready';
+  }
+
+  publish(message: ClusterMessage): void {
+    if (this.publisher.status !== 'ready') return;
+    this.publisher.publish(CHANNEL, JSON.stringify({ ...message, node: this.node })).catch(() => {});
+  }
+
+  subscribe(handlers: Parameters<EventBus['subscribe']>[0]): void {
+    this.handlers = handlers;
+  }
+
+  async close(): Promise<void> {
+    this.publisher.disconnect();
+    this.subscriber.disconnect();
+  }
+
+  private receive(raw: string): void {
+    let parsed: (ClusterMessage & { node?: string }) | undefined;
+    try {
+      parsed = JSON.parse(raw) as ClusterMessage & { node?: string };
+    } catch {
+      return;
+    }
+    if (!parsed || parsed.node === this.node) return;
+    if (parsed.type === 'revoked' && Number.isInteger(parsed.eventId)) this.handlers?.message({ type: 'revoked', eventId: parsed.eventId });
+    else if (parsed.type === 'changed') this.handlers?.message({ type: 'changed' });
+  }
+}
