@@ -21,7 +21,11 @@ import { ResourceService } from './resource/resource-service.ts';
 import { embeddedDirectoryOf, Store } from './store/database.ts';
 import { FernetKeyRepository } from './token/fernet-key-repository.ts';
 import { FernetTokenProvider } from './token/fernet-provider.ts';
+import { JwsKeyRepository } from './token/jws-key-repository.ts';
+import { JwsTokenProvider } from './token/jws-provider.ts';
+import type { TokenProvider } from './token/token-provider.ts';
 import { TokenService } from './token/token-service.ts';
+import { UuidTokenProvider } from './token/uuid-provider.ts';
 
 export interface BuildOptions {
   clock?: Clock;
@@ -35,10 +39,22 @@ export interface BuildOptions {
 export interface Application extends IdentityApi {
   server: App;
   store: Store;
-  tokenProvider: FernetTokenProvider;
+  tokenProvider: TokenProvider;
   /** Every route of the identity API (tests apply security cases to each). */
   routes: RouteInfo[];
   close(): Promise<void>;
+}
+
+function createTokenProvider(config: Config, store: Store, log: FastifyBaseLogger): TokenProvider {
+  switch (config.tokenProvider) {
+    case 'fernet':
+      return new FernetTokenProvider(new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys), log);
+    case 'jws':
+      return new JwsTokenProvider(new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys), log);
+    case 'uuid':
+      log.warn('TOKEN_PROVIDER=uuid is deprecated (Keystone removed it in Rocky): every token is a database row; prefer fernet or jws');
+      return new UuidTokenProvider(store);
+  }
 }
 
 /** The composition root: opens the store, runs migrations, builds each service once. */
@@ -71,9 +87,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log) : new LocalEventBus();
     const sync = new ClusterSync(store, revocations, bus, log);
     sync.start();
-    const tokenProvider = new FernetTokenProvider(new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys), log);
+    const tokenProvider = createTokenProvider(config, store, log);
     tokenProvider.onReload(() => sync.invalidate());
-    tokenProvider.start();
+    await tokenProvider.start();
 
     const pepper = loadPepper(config.secretPepper, path.join(config.dataDir, 'secret-pepper'));
     if (pepper.created) {
@@ -94,6 +110,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       applicationCredentials,
       catalog,
       tokens,
+      tokenProvider,
       revocations,
       authorizer: new InterimIdentityAuthorizer(),
     };
@@ -104,7 +121,6 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       ...api,
       server,
       store,
-      tokenProvider,
       routes,
       async close() {
         tokenProvider.stop();

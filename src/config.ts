@@ -15,6 +15,9 @@ export interface Config {
   tokenExpiration: number;
   fernetKeyRepository: string;
   fernetMaxActiveKeys: number;
+  tokenProvider: 'fernet' | 'jws' | 'uuid';
+  jwsKeyRepository: string;
+  jwsMaxActiveKeys: number;
   passwordHashRounds: number;
   /** Key of the application-credential secret hashes; generated into DATA_DIR when unset. */
   secretPepper: string | undefined;
@@ -53,6 +56,15 @@ function url(env: Environment, name: string, protocols: string[]): string | unde
   return raw;
 }
 
+function tokenProvider(env: Environment): Config['tokenProvider'] {
+  const value = (env.TOKEN_PROVIDER || 'fernet').toLowerCase();
+  if (value === 'fernet' || value === 'jws' || value === 'uuid') return value;
+  if (value === 'pki' || value === 'pkiz') {
+    throw new ConfigError(`TOKEN_PROVIDER=${value} was removed from Keystone (Ocata) and is not supported: use fernet (the default) or jws`);
+  }
+  throw new ConfigError(`TOKEN_PROVIDER must be fernet, jws or uuid, got '${value}'`);
+}
+
 function pepper(env: Environment): string | undefined {
   const value = env.SECRET_PEPPER;
   if (!value) return undefined;
@@ -84,6 +96,9 @@ export function loadConfig(env: Environment = process.env): Config {
     tokenExpiration: integer(env, 'TOKEN_EXPIRATION', 3600, 60, 31_536_000),
     fernetKeyRepository: path.resolve(env.FERNET_KEY_REPOSITORY || path.join(dataDir, 'fernet-keys')),
     fernetMaxActiveKeys: integer(env, 'FERNET_MAX_ACTIVE_KEYS', 3, 1, 100),
+    tokenProvider: tokenProvider(env),
+    jwsKeyRepository: path.resolve(env.JWS_KEY_REPOSITORY || path.join(dataDir, 'jws-keys')),
+    jwsMaxActiveKeys: integer(env, 'JWS_MAX_ACTIVE_KEYS', 3, 1, 100),
     passwordHashRounds: integer(env, 'PASSWORD_HASH_ROUNDS', 12, 4, 31),
     secretPepper: pepper(env),
     logLevel,

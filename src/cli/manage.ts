@@ -5,6 +5,7 @@ import { ConfigError, loadConfig, type Config } from '../config.ts';
 import { embeddedDirectoryOf, Store } from '../store/database.ts';
 import { DataDirectoryLockedError } from '../store/embedded.ts';
 import { FernetKeyRepository } from '../token/fernet-key-repository.ts';
+import { JwsKeyRepository } from '../token/jws-key-repository.ts';
 
 const USAGE = `Usage: npm run manage -- <command>
 
@@ -14,6 +15,8 @@ Commands (configuration comes from the same environment variables as the service
   db_sync         apply database migrations
   fernet_setup    create the Fernet key repository (FERNET_KEY_REPOSITORY) if it has no keys
   fernet_rotate   rotate the Fernet keys, keeping FERNET_MAX_ACTIVE_KEYS
+  jws_setup       create the JWS (ES256) key pair in JWS_KEY_REPOSITORY if there is none
+  jws_rotate      add a new JWS key pair, keeping JWS_MAX_ACTIVE_KEYS public keys
 `;
 
 type Command = (config: Config) => Promise<void>;
@@ -57,6 +60,21 @@ const commands: Record<string, Command> = {
     }
     repository.rotate();
     console.log(`rotated Fernet keys in ${config.fernetKeyRepository}; running services pick them up without a restart`);
+  },
+  async jws_setup(config) {
+    const repository = new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys);
+    if (repository.exists()) {
+      console.log(`${config.jwsKeyRepository} already has keys; nothing to do`);
+      return;
+    }
+    await repository.setup();
+    console.log(`created a JWS key pair in ${config.jwsKeyRepository}`);
+  },
+  async jws_rotate(config) {
+    const repository = new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys);
+    if (!repository.exists()) throw new ConfigError(`${config.jwsKeyRepository} has no keys: run jws_setup first`);
+    await repository.rotate();
+    console.log(`rotated the JWS keys in ${config.jwsKeyRepository}; running services pick them up without a restart`);
   },
 };
 

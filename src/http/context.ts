@@ -10,6 +10,7 @@ import type { ApplicationCredentialService } from '../identity/application-crede
 import type { IdentityService } from '../identity/identity-service.ts';
 import type { IdentityAuthorizer, PolicyTarget } from '../policy/identity-authorizer.ts';
 import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-service.ts';
+import type { TokenProvider } from '../token/token-provider.ts';
 import type { TokenContext, TokenService } from '../token/token-service.ts';
 
 declare module 'fastify' {
@@ -32,6 +33,7 @@ export interface IdentityApi {
   applicationCredentials: ApplicationCredentialService;
   catalog: CatalogService;
   tokens: TokenService;
+  tokenProvider: TokenProvider;
   revocations: Revocations;
   authorizer: IdentityAuthorizer;
 }

@@ -234,6 +234,18 @@ export const ApplicationCredentialAccessRuleEntity = defineEntity({
   },
 });
 
+/** Tokens of the (deprecated) uuid provider, which must be stored to be validated. */
+export const TokenEntity = defineEntity({
+  name: 'Token',
+  tableName: 'token',
+  properties: {
+    id: p.string().primary(),
+    payload: p.json<Json>(),
+    issuedAt: p.datetime(),
+    expiresAt: p.datetime(),
+  },
+});
+
 export const allEntities = [
   ProjectEntity,
   UserEntity,
@@ -251,4 +263,5 @@ export const allEntities = [
   ApplicationCredentialRoleEntity,
   AccessRuleEntity,
   ApplicationCredentialAccessRuleEntity,
+  TokenEntity,
 ];

@@ -2,15 +2,12 @@ import { NotFoundError } from '../errors.ts';
 import { FernetKeys, InvalidFernetTokenError } from './fernet.ts';
 import { FernetKeyRepository } from './fernet-key-repository.ts';
 import { InvalidTokenPayloadError, PayloadCodec, type TokenPayload } from './fernet-payload.ts';
+import type { DecodedToken, TokenProvider } from './token-provider.ts';
 
 /** Keystone's default [auth] methods, in order: the order fixes each method's bit in the token. */
 export const AUTH_METHODS = ['external', 'password', 'token', 'oauth1', 'mapped', 'application_credential'];
 
-export interface DecodedToken {
-  payload: TokenPayload;
-  /** Whole seconds since the epoch (the Fernet timestamp). */
-  issuedAt: number;
-}
+export type { DecodedToken } from './token-provider.ts';
 
 interface Logger {
   info(object: object, message: string): void;
@@ -21,7 +18,8 @@ interface Logger {
  * Fernet tokens as Keystone 22 makes them. Keys are read once and again only when the repository
  * changes on disk, so issuing and validating never touch the filesystem.
  */
-export class FernetTokenProvider {
+export class FernetTokenProvider implements TokenProvider {
+  readonly name = 'fernet';
   private keys: FernetKeys | undefined;
   private stopWatching: (() => void) | undefined;
   private readonly codec: PayloadCodec;

@@ -12,7 +12,8 @@ import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { RevocableToken } from '../events/revocation.ts';
 import type { Store } from '../store/database.ts';
 import { newAuditId, type TokenPayload } from './fernet-payload.ts';
-import { AUTH_METHODS, type FernetTokenProvider } from './fernet-provider.ts';
+import { AUTH_METHODS } from './fernet-provider.ts';
+import type { TokenProvider } from './token-provider.ts';
 
 /** Methods this service can run; the rest of AUTH_METHODS are known to Keystone but not offered. */
 export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential'];
@@ -79,7 +80,7 @@ const ALLOW_EXPIRED_WINDOW_MS = 172_800_000;
 /** Issues, validates and revokes tokens (Fernet, Keystone 22 compatible). */
 export class TokenService {
   constructor(
-    private readonly provider: FernetTokenProvider,
+    private readonly provider: TokenProvider,
     private readonly store: Store,
     private readonly identity: IdentityService,
     private readonly resources: ResourceService,
@@ -171,7 +172,7 @@ export class TokenService {
       auditIds,
       scope: payloadScope(scope),
     };
-    const id = this.provider.issue(payload, issuedAt / 1000);
+    const id = await this.provider.issue(payload, issuedAt / 1000);
     return {
       id,
       methods: orderMethods(methods),
@@ -227,7 +228,7 @@ export class TokenService {
     let expiresAt = issuedAt + this.expirationSeconds * 1000;
     if (credential.expiresAt) expiresAt = Math.min(expiresAt, Math.floor(credential.expiresAt.getTime() / 1000) * 1000);
     const auditIds = [newAuditId()];
-    const id = this.provider.issue(
+    const id = await this.provider.issue(
       {
         userId: user.id,
         methods: ['application_credential'],
@@ -279,7 +280,7 @@ export class TokenService {
   }
 
   private async validateFully(token: string, options: ValidateOptions): Promise<{ context: TokenContext; revocable: RevocableToken }> {
-    const { payload, issuedAt } = this.provider.decode(token);
+    const { payload, issuedAt } = await this.provider.decode(token);
     const now = this.clock.now();
     const expiresAt = Math.floor(payload.expiresAt) * 1000;
     const window = options.allowExpired ? ALLOW_EXPIRED_WINDOW_MS : 0;

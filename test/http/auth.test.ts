@@ -1,4 +1,5 @@
 import t from 'tap';
+import type { FernetTokenProvider } from '../../src/token/fernet-provider.ts';
 import { ADMIN_PASSWORD, PUBLIC_URL, startTestApp } from '../helpers/app.ts';
 
 const GENERIC_401 = { error: { code: 401, title: 'Unauthorized', message: 'The request you have made requires authentication.' } };
@@ -179,16 +180,17 @@ t.test('validate, check, revoke, expiry and re-scoping', async (t) => {
 t.test('tokens survive key rotation; a key rotated out stops validating', async (t) => {
   const { call, login, app } = await startTestApp(t, { FERNET_MAX_ACTIVE_KEYS: '3' });
   const before = (await login({ name: 'admin', domain: { id: 'default' } }, ADMIN_PASSWORD)).token;
-  const repository = app.tokenProvider.repository;
+  const provider = app.tokenProvider as FernetTokenProvider;
+  const repository = provider.repository;
   repository.rotate();
-  app.tokenProvider.reload();
+  provider.reload();
   const adminLogin = async () => (await login({ name: 'admin', domain: { id: 'default' } }, ADMIN_PASSWORD, { system: { all: true } })).token;
   // The caller's token is fresh each time: the admin token of the test setup is rotated out too.
   const validate = async (token: string) => call('GET', '/v3/auth/tokens', undefined, await adminLogin(), { 'x-subject-token': token });
   t.equal((await validate(before)).statusCode, 200, 'issued with the previous primary');
   const after = (await login({ name: 'admin', domain: { id: 'default' } }, ADMIN_PASSWORD)).token;
   repository.rotate();
-  app.tokenProvider.reload();
+  provider.reload();
   t.equal((await validate(after)).statusCode, 200);
   const gone = await validate(before);
   t.equal(gone.statusCode, 404, 'its key is gone after two more rotations with three active keys');

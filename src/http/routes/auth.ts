@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../errors.ts';
+import { JwsTokenProvider } from '../../token/jws-provider.ts';
 import type { TokenContext } from '../../token/token-service.ts';
 import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
 import { baseUrl, collectionLinks } from '../links.ts';
@@ -93,6 +94,12 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
       return { system, links: { self: `${baseUrl(request)}/v3/auth/system` } };
     },
   );
+
+  // Public keys of the JWS provider, so services can verify tokens offline.
+  app.get('/v3/auth/jwks', { config: { public: true } }, async () => {
+    if (!(api.tokenProvider instanceof JwsTokenProvider)) throw new NotFoundError('This service does not issue JWS tokens.');
+    return api.tokenProvider.jwks();
+  });
 
   app.get('/v3/OS-REVOKE/events', async (request) => {
     authorize(api, request, 'identity:list_revoke_events');

@@ -1,0 +1,22 @@
+import type { TokenPayload } from './fernet-payload.ts';
+
+export interface DecodedToken {
+  payload: TokenPayload;
+  /** Whole seconds since the epoch. */
+  issuedAt: number;
+}
+
+/**
+ * Turns a token payload into the string clients carry and back. Key material is loaded at start and
+ * reloaded when it changes, never per request. decode() throws NotFoundError with Keystone's texts
+ * for anything that is not a token of ours.
+ */
+export interface TokenProvider {
+  readonly name: 'fernet' | 'jws' | 'uuid';
+  start(): void | Promise<void>;
+  stop(): void;
+  issue(payload: TokenPayload, issuedAtSeconds: number): string | Promise<string>;
+  decode(token: string): DecodedToken | Promise<DecodedToken>;
+  /** Called after keys change (drop caches of tokens validated with old keys). */
+  onReload(listener: () => void): void;
+}
