@@ -16,6 +16,10 @@ const CLIENT_IN_ERROR =
 
 export abstract class ServiceError extends Error {
   abstract readonly kind: ErrorKind;
+  constructor(message?: string) {
+    super(message);
+    this.name = new.target.name;
+  }
 }
 
 /** 400: the request is malformed or breaks a rule of the data. */

@@ -363,6 +363,22 @@ export class TokenService {
     return { context, revocable };
   }
 
+  /**
+   * What keystonemiddleware does with X-Auth-Token and X-Service-Token: the service token, when
+   * present, must be valid; when it carries a service role the user token may be expired (within
+   * Keystone's allow_expired window), so long-running operations started by a user can finish.
+   */
+  async validateWithServiceToken(
+    userToken: string,
+    serviceToken: string | undefined,
+    serviceRoles: readonly string[] = ['service'],
+  ): Promise<{ user: TokenContext; service?: TokenContext }> {
+    if (!serviceToken) return { user: await this.validate(userToken) };
+    const service = await this.validate(serviceToken);
+    const privileged = service.roles.some((role) => serviceRoles.includes(role.name));
+    return { user: await this.validate(userToken, { allowExpired: privileged }), service };
+  }
+
   /** DELETE /v3/auth/tokens: revokes exactly this token (its audit id). */
   async revoke(token: string): Promise<void> {
     const context = await this.validate(token);
