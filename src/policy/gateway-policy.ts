@@ -1,0 +1,763 @@
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type * as CasbinModule from 'casbin';
+import type { Adapter, Assertion, Effect, Effector, EffectorStream, Model } from 'casbin';
+import { parseDocument } from 'yaml';
+import { GenerationCache } from '../cache.ts';
+
+// The CommonJS build of Casbin, on purpose: its ESM build down-levels object spread into a
+// defineProperty loop that roughly doubles the cost of every policy line evaluated.
+const casbin = createRequire(import.meta.url)('casbin') as typeof CasbinModule;
+
+export type PolicyScope = 'project' | 'domain' | 'system';
+
+export interface PolicyRequest {
+  /** The service type, i.e. the first path segment at the gateway (compute, placement, ...). */
+  service: string;
+  /** Role names of the token, implied roles already expanded. */
+  roles: string[];
+  scope: PolicyScope;
+  projectId?: string;
+  userId: string;
+  method: string;
+  /** The canonical path after the service prefix, e.g. /v2.1/abc/servers. */
+  path: string;
+}
+
+export interface PolicyDecision {
+  allowed: boolean;
+  /** the policy line that decided, as written in the file, e.g. "p, member, project, /v2.1/{project_id}/servers, GET, allow" */
+  rule?: string;
+  /** file it came from */
+  source?: string;
+  /** 1-based line number of `rule` in `source` */
+  line?: number;
+  reason: 'allowed' | 'denied by rule' | 'no rule allows' | 'unknown service';
+}
+
+export interface PolicyMatch {
+  rule: string;
+  source: string;
+  line: number;
+  effect: 'allow' | 'deny';
+}
+
+export interface PolicyExplanation extends PolicyDecision {
+  /** Every line that matched the request, allow and deny, in file order. */
+  matches: PolicyMatch[];
+}
+
+export interface PolicyFixtureCase {
+  /** The fixture file, relative to the policy directory, and the case's position in it. */
+  file: string;
+  index: number;
+  name: string;
+  request: PolicyRequest;
+  expect: 'allow' | 'deny';
+  rule?: string;
+}
+
+export interface PolicyFixtureResult {
+  passed: number;
+  failures: string[];
+}
+
+export interface GatewayPolicyOptions {
+  /** Bound of the decision cache (entries); 0 disables it. */
+  decisionCacheSize?: number;
+}
+
+/** The policy directory (model, a rule file or a fixture set) is unusable; names the file and line. */
+export class PolicyLoadError extends Error {
+  constructor(
+    message: string,
+    readonly file?: string,
+    readonly line?: number,
+    /** Fixture failures, when fixtures are what failed. */
+    readonly failures: readonly string[] = [],
+  ) {
+    super(message);
+    this.name = 'PolicyLoadError';
+  }
+}
+
+const SCOPES = new Set(['project', 'domain', 'system', '*']);
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT']);
+const REQUEST_TOKENS = ['r_roles', 'r_scope', 'r_project', 'r_user', 'r_obj', 'r_act'];
+const POLICY_TOKENS = ['p_sub', 'p_scope', 'p_obj', 'p_act', 'p_eft'];
+const DENY_OVERRIDES = 'some(where (p_eft == allow)) && !some(where (p_eft == deny))';
+const SERVICE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+const PLACEHOLDER = /^\{[A-Za-z_][A-Za-z0-9_]*\}$/;
+const DEFAULT_CACHE_SIZE = 10_000;
+
+type TemplateSegment =
+  | { kind: 'literal'; value: string }
+  | { kind: 'one' }
+  | { kind: 'project' }
+  | { kind: 'user' }
+  | { kind: 'rest' };
+
+interface PathTemplate {
+  segments: TemplateSegment[];
+  /** Position of the single '**' segment, or -1. */
+  rest: number;
+}
+
+interface PolicyLine {
+  /** [sub, scope, obj, act, eft]: the row Casbin holds. */
+  fields: string[];
+  /** The line as written (trimmed). */
+  text: string;
+  source: string;
+  line: number;
+  effect: 'allow' | 'deny';
+  template: PathTemplate;
+}
+
+interface ServicePolicy {
+  name: string;
+  enforcer: CasbinModule.Enforcer;
+  /** Casbin's `p` assertion; its policy array is narrowed to the candidates for one synchronous enforce. */
+  rules: Assertion;
+  lines: PolicyLine[];
+  lineByRow: Map<string, PolicyLine>;
+  /** Per method, the lines naming that method or '*'; `otherMethods` holds only the '*' lines. */
+  byMethod: Map<string, PathIndex>;
+  otherMethods: PathIndex;
+  usesUserId: boolean;
+}
+
+interface Evaluation {
+  decision: PolicyDecision;
+  matches?: PolicyMatch[];
+}
+
+const UNKNOWN_SERVICE: PolicyDecision = Object.freeze({ allowed: false, reason: 'unknown service' });
+const NO_RULE: PolicyDecision = Object.freeze({ allowed: false, reason: 'no rule allows' });
+
+/** Casbin's enforcer without its built-in matcher functions: fewer keys copied per evaluated line. */
+class GatewayEnforcer extends casbin.Enforcer {
+  constructor() {
+    super();
+    this.fm = new casbin.FunctionMap();
+  }
+}
+
+/**
+ * The gateway's authorization policy: one Casbin enforcer per service type, loaded from one
+ * directory and immutable afterwards. A reload builds a new instance (with an empty decision cache)
+ * and the caller swaps the reference.
+ */
+export class GatewayPolicy {
+  private readonly decisions: GenerationCache<string, PolicyDecision>;
+  private readonly cacheEnabled: boolean;
+  private readonly defaultEffector: Effector = new casbin.DefaultEffector();
+
+  private constructor(
+    readonly directory: string,
+    private readonly byService: Map<string, ServicePolicy>,
+    options: GatewayPolicyOptions,
+  ) {
+    const size = options.decisionCacheSize ?? DEFAULT_CACHE_SIZE;
+    this.cacheEnabled = size > 0;
+    // One generation for the instance's lifetime: a reload is a new instance.
+    this.decisions = new GenerationCache(Math.max(size, 1), () => 0);
+  }
+
+  /** Reads `model.conf` and every `<service_type>.csv` in `directory`; throws PolicyLoadError on any problem. */
+  static async load(directory: string, options: GatewayPolicyOptions = {}): Promise<GatewayPolicy> {
+    const modelFile = path.join(directory, 'model.conf');
+    const modelText = await readText(modelFile);
+    parseModel(modelText, modelFile);
+
+    const ruleFiles: string[] = [];
+    let entries: string[];
+    try {
+      entries = await readdir(directory);
+    } catch (error) {
+      throw new PolicyLoadError(`${directory}: cannot read the policy directory: ${messageOf(error)}`, directory);
+    }
+    for (const entry of entries.sort()) {
+      if (!entry.endsWith('.csv') || entry.startsWith('.')) continue;
+      const file = path.join(directory, entry);
+      // stat follows symlinks (a Kubernetes ConfigMap mounts every file as one).
+      if (!(await isFile(file))) continue;
+      ruleFiles.push(entry);
+    }
+
+    const byService = new Map<string, ServicePolicy>();
+    const policy = new GatewayPolicy(directory, byService, options);
+    for (const entry of ruleFiles) {
+      const service = entry.slice(0, -'.csv'.length);
+      const file = path.join(directory, entry);
+      if (!SERVICE_NAME.test(service)) {
+        throw new PolicyLoadError(`${file}: '${service}' is not a valid service type name`, file);
+      }
+      const lines = parseRuleFile(await readText(file), file, entry);
+      byService.set(service, await policy.buildService(service, lines, modelText, modelFile));
+    }
+    return policy;
+  }
+
+  services(): string[] {
+    return [...this.byService.keys()].sort();
+  }
+
+  /** Decides one gateway request; synchronous and cached (bounded LRU). */
+  decide(request: PolicyRequest): PolicyDecision {
+    const service = this.byService.get(request.service);
+    if (!service) return UNKNOWN_SERVICE;
+    const roles = roleList(request.roles);
+    if (!this.cacheEnabled) return this.evaluate(service, request, roles, false).decision;
+    const key = cacheKey(service, request, roles);
+    if (key === undefined) return this.evaluate(service, request, roles, false).decision;
+    const cached = this.decisions.get(key);
+    if (cached) return cached;
+    const decision = this.evaluate(service, request, roles, false).decision;
+    this.decisions.set(key, decision, 0);
+    return decision;
+  }
+
+  /** Like decide(), never cached, and lists every matching line (allow and deny) for security teams. */
+  explain(request: PolicyRequest): PolicyExplanation {
+    const service = this.byService.get(request.service);
+    if (!service) return { ...UNKNOWN_SERVICE, matches: [] };
+    const { decision, matches } = this.evaluate(service, request, roleList(request.roles), true);
+    return { ...decision, matches: matches ?? [] };
+  }
+
+  /** Runs the fixtures of `testsDirectory` (default: `<directory>/tests`) against this policy. */
+  runFixtures(testsDirectory: string = path.join(this.directory, 'tests')): Promise<PolicyFixtureResult> {
+    return runPolicyFixtures(this, testsDirectory);
+  }
+
+  /** Number of cached decisions (for tests and metrics). */
+  get cachedDecisions(): number {
+    return this.decisions.size;
+  }
+
+  private evaluate(service: ServicePolicy, request: PolicyRequest, roles: string, explain: boolean): Evaluation {
+    if (!request.path.startsWith('/')) return { decision: NO_RULE, matches: [] };
+    const segments = request.path.slice(1).split('/');
+    const index = service.byMethod.get(request.method) ?? service.otherMethods;
+    const candidates = index.candidates(segments);
+    if (candidates.length === 0) return { decision: NO_RULE, matches: [] };
+    const rows = candidates.map((position) => service.lines[position]!.fields);
+
+    const recorder = explain ? new RecordingEffector() : undefined;
+    const allRows = service.rules.policy;
+    // Casbin scans only the candidates; safe because enforceExSync runs to completion synchronously.
+    service.rules.policy = rows;
+    if (recorder) service.enforcer.setEffector(recorder);
+    let result: [boolean, string[]];
+    try {
+      result = service.enforcer.enforceExSync(
+        roles,
+        request.scope,
+        request.projectId ?? '',
+        request.userId,
+        request.path,
+        request.method,
+      );
+    } finally {
+      service.rules.policy = allRows;
+      if (recorder) service.enforcer.setEffector(this.defaultEffector);
+    }
+
+    const [allowed, row] = result;
+    const decidingLine = row.length > 0 ? service.lineByRow.get(rowKey(row)) : undefined;
+    let decision: PolicyDecision;
+    if (allowed && decidingLine) {
+      decision = lineDecision(true, 'allowed', decidingLine);
+    } else if (!allowed && decidingLine?.effect === 'deny') {
+      decision = lineDecision(false, 'denied by rule', decidingLine);
+    } else if (allowed) {
+      throw new Error(`Casbin allowed ${request.method} ${request.path} without naming a known rule`);
+    } else {
+      decision = NO_RULE;
+    }
+
+    let matches: PolicyMatch[] | undefined;
+    if (recorder) {
+      const effects = recorder.last?.effects ?? [];
+      matches = [];
+      effects.forEach((effect, position) => {
+        if (effect !== casbin.Effect.Allow && effect !== casbin.Effect.Deny) return;
+        const line = service.lines[candidates[position]!]!;
+        matches!.push({ rule: line.text, source: line.source, line: line.line, effect: line.effect });
+      });
+    }
+    return { decision, matches };
+  }
+
+  private async buildService(name: string, lines: PolicyLine[], modelText: string, modelFile: string): Promise<ServicePolicy> {
+    const model = parseModel(modelText, modelFile);
+    const rows = lines.map((line) => line.fields);
+    const enforcer = await casbin.newEnforcerWithClass(GatewayEnforcer, model, new RowsAdapter(rows));
+    enforcer.setEffector(this.defaultEffector);
+    await enforcer.addFunction('roleMatch', roleMatcher());
+    await enforcer.addFunction('pathMatch', pathMatcher(lines));
+    const rules = enforcer.getModel().model.get('p')?.get('p');
+    if (!rules) throw new PolicyLoadError(`${modelFile}: no [policy_definition] p`, modelFile);
+
+    const methods = new Set(lines.map((line) => line.fields[3]!).filter((method) => method !== '*'));
+    const byMethod = new Map<string, PathIndex>([...methods].map((method) => [method, new PathIndex()]));
+    const otherMethods = new PathIndex();
+    lines.forEach((line, position) => {
+      const method = line.fields[3]!;
+      if (method === '*') {
+        otherMethods.add(line.template, position);
+        for (const index of byMethod.values()) index.add(line.template, position);
+      } else {
+        byMethod.get(method)!.add(line.template, position);
+      }
+    });
+
+    const service: ServicePolicy = {
+      name,
+      enforcer,
+      rules,
+      lines,
+      lineByRow: new Map(lines.map((line) => [rowKey(line.fields), line])),
+      byMethod,
+      otherMethods,
+      usesUserId: lines.some((line) => line.template.segments.some((segment) => segment.kind === 'user')),
+    };
+    // A matcher that cannot run (an edited model.conf) must fail the load, not the first request.
+    const allRows = rules.policy;
+    try {
+      if (lines.length > 0) {
+        rules.policy = [lines[0]!.fields];
+        enforcer.enforceExSync('probe', 'project', 'p', 'u', '/', 'GET');
+      }
+    } catch (error) {
+      throw new PolicyLoadError(`${modelFile}: the matcher fails to evaluate: ${messageOf(error)}`, modelFile);
+    } finally {
+      rules.policy = allRows;
+    }
+    return service;
+  }
+}
+
+/** Reads every `*.yaml`/`*.yml` fixture file of `testsDirectory`; a missing directory holds none. */
+export async function loadPolicyFixtures(testsDirectory: string): Promise<{ cases: PolicyFixtureCase[]; failures: string[] }> {
+  let entries: string[];
+  try {
+    entries = await readdir(testsDirectory);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { cases: [], failures: [] };
+    return { cases: [], failures: [`${testsDirectory}: ${messageOf(error)}`] };
+  }
+  const cases: PolicyFixtureCase[] = [];
+  const failures: string[] = [];
+  for (const entry of entries.sort()) {
+    if (!/\.ya?ml$/.test(entry) || entry.startsWith('.')) continue;
+    const file = path.join(testsDirectory, entry);
+    const label = path.join(path.basename(testsDirectory), entry);
+    let document: ReturnType<typeof parseDocument>;
+    try {
+      if (!(await isFile(file))) continue;
+      document = parseDocument(await readFile(file, 'utf8'));
+    } catch (error) {
+      failures.push(`${label}: ${messageOf(error)}`);
+      continue;
+    }
+    const syntaxError = document.errors[0];
+    if (syntaxError) {
+      failures.push(`${label}: YAML error: ${syntaxError.message.split('\n')[0]}`);
+      continue;
+    }
+    const content: unknown = document.toJS();
+    if (content === null || content === undefined) continue;
+    if (!Array.isArray(content)) {
+      failures.push(`${label}: expected a list of cases`);
+      continue;
+    }
+    content.forEach((raw: unknown, index) => {
+      const parsed = parseFixtureCase(raw, label, index);
+      if (typeof parsed === 'string') failures.push(parsed);
+      else cases.push(parsed);
+    });
+  }
+  return { cases, failures };
+}
+
+/** Runs every fixture of `testsDirectory` against `policy` (uncached); each failure names file, case, expected and got. */
+export async function runPolicyFixtures(policy: GatewayPolicy, testsDirectory: string): Promise<PolicyFixtureResult> {
+  const { cases, failures } = await loadPolicyFixtures(testsDirectory);
+  const known = new Set(policy.services());
+  let passed = 0;
+  for (const fixture of cases) {
+    const where = `${fixture.file}: case ${fixture.index + 1} "${fixture.name}"`;
+    if (!known.has(fixture.request.service)) {
+      failures.push(`${where}: unknown service '${fixture.request.service}' (no ${fixture.request.service}.csv)`);
+      continue;
+    }
+    const got = policy.explain(fixture.request);
+    const gotEffect = got.allowed ? 'allow' : 'deny';
+    const decidedBy = got.rule ? `"${got.rule}" (${got.source}:${got.line})` : 'no rule';
+    const problems: string[] = [];
+    if (gotEffect !== fixture.expect) problems.push(`expected ${fixture.expect}, got ${gotEffect} (${got.reason}, decided by ${decidedBy})`);
+    if (fixture.rule !== undefined && normaliseRule(fixture.rule) !== (got.rule ? normaliseRule(got.rule) : undefined)) {
+      problems.push(`expected rule "${fixture.rule}", got ${decidedBy}`);
+    }
+    if (problems.length === 0) passed++;
+    else failures.push(`${where}: ${problems.join('; ')}`);
+  }
+  return { passed, failures };
+}
+
+// ---- rule files -------------------------------------------------------------------------------
+
+function parseRuleFile(text: string, file: string, source: string): PolicyLine[] {
+  const lines: PolicyLine[] = [];
+  const firstSeen = new Map<string, number>();
+  text.split('\n').forEach((raw, index) => {
+    const lineNumber = index + 1;
+    const text = raw.trim();
+    if (text === '' || text.startsWith('#')) return;
+    const fail = (problem: string): never => {
+      throw new PolicyLoadError(`${file}:${lineNumber}: ${problem}: ${text}`, file, lineNumber);
+    };
+    const fields = text.split(',').map((field) => field.trim());
+    if (fields[0] !== 'p') fail(`only 'p' lines are allowed (roles arrive with implied roles expanded)`);
+    const values = fields.slice(1);
+    if (values.length !== 5) fail(`expected 5 fields after 'p' (sub, scope, path, method, effect), found ${values.length}`);
+    const [sub, scope, template, method, effect] = values as [string, string, string, string, string];
+    if (values.some((value) => value === '')) fail('empty field');
+    if (values.some((value) => value.includes('"'))) fail('quotes are not supported');
+    if (!SCOPES.has(scope)) fail(`unknown scope '${scope}' (expected project, domain, system or *)`);
+    if (method !== '*' && !METHODS.has(method)) fail(`unknown method '${method}' (expected an upper-case HTTP method or *)`);
+    if (effect !== 'allow' && effect !== 'deny') fail(`effect must be allow or deny, not '${effect}'`);
+    const compiled = compileTemplate(template);
+    if (typeof compiled === 'string') fail(compiled);
+    const key = rowKey(values);
+    const duplicate = firstSeen.get(key);
+    if (duplicate !== undefined) fail(`duplicate of line ${duplicate}`);
+    firstSeen.set(key, lineNumber);
+    lines.push({ fields: values, text, source, line: lineNumber, effect: effect as 'allow' | 'deny', template: compiled as PathTemplate });
+  });
+  return lines;
+}
+
+/** Compiles a path template, or returns why it is invalid. */
+function compileTemplate(template: string): PathTemplate | string {
+  if (!template.startsWith('/')) return `path template '${template}' must start with '/'`;
+  const parts = template.slice(1).split('/');
+  const segments: TemplateSegment[] = [];
+  let rest = -1;
+  for (const [position, part] of parts.entries()) {
+    // An empty part is only the root template '/' or a deliberate trailing slash.
+    if (part === '' && position !== parts.length - 1) return `path template '${template}' has an empty segment`;
+    if (part === '**') {
+      if (rest !== -1) return `path template '${template}' may use '**' only once`;
+      rest = position;
+      segments.push({ kind: 'rest' });
+    } else if (part === '*') {
+      segments.push({ kind: 'one' });
+    } else if (part === '{project_id}') {
+      segments.push({ kind: 'project' });
+    } else if (part === '{user_id}') {
+      segments.push({ kind: 'user' });
+    } else if (PLACEHOLDER.test(part)) {
+      segments.push({ kind: 'one' });
+    } else if (/[*{}]/.test(part)) {
+      return `path template '${template}': '*', '**' and '{name}' must be whole segments (in '${part}')`;
+    } else {
+      segments.push({ kind: 'literal', value: part });
+    }
+  }
+  return { segments, rest };
+}
+
+function segmentMatches(segment: TemplateSegment, value: string, projectId: string, userId: string): boolean {
+  switch (segment.kind) {
+    case 'literal':
+      return value === segment.value;
+    case 'one':
+      return value !== '';
+    case 'project':
+      return value !== '' && value === projectId;
+    case 'user':
+      return value !== '' && value === userId;
+    case 'rest':
+      return true;
+  }
+}
+
+function templateMatches(template: PathTemplate, path: string[], projectId: string, userId: string): boolean {
+  const { segments, rest } = template;
+  if (rest === -1) {
+    if (segments.length !== path.length) return false;
+    for (let i = 0; i < segments.length; i++) if (!segmentMatches(segments[i]!, path[i]!, projectId, userId)) return false;
+    return true;
+  }
+  const suffix = segments.length - rest - 1;
+  if (path.length < rest + suffix) return false;
+  for (let i = 0; i < rest; i++) if (!segmentMatches(segments[i]!, path[i]!, projectId, userId)) return false;
+  for (let k = 1; k <= suffix; k++) {
+    if (!segmentMatches(segments[segments.length - k]!, path[path.length - k]!, projectId, userId)) return false;
+  }
+  return true;
+}
+
+/**
+ * A segment trie over one method's templates: finds the lines whose template has the request
+ * path's shape, so Casbin evaluates a handful of lines instead of the whole file. Owner
+ * placeholders index as any segment; their equality is left to pathMatch.
+ */
+class PathIndex {
+  private readonly root = new PathNode();
+
+  add(template: PathTemplate, position: number): void {
+    let node = this.root;
+    for (const segment of template.segments) {
+      if (segment.kind === 'literal') {
+        let child = node.literal.get(segment.value);
+        if (!child) node.literal.set(segment.value, (child = new PathNode()));
+        node = child;
+      } else if (segment.kind === 'rest') {
+        node = node.rest ??= new PathNode();
+      } else {
+        node = node.one ??= new PathNode();
+      }
+    }
+    node.terminal.push(position);
+  }
+
+  /** Positions of the lines whose template can match `path`, ascending (file order). */
+  candidates(path: string[]): number[] {
+    const found: number[] = [];
+    collect(this.root, path, 0, found);
+    return found.length > 1 ? found.sort((a, b) => a - b) : found;
+  }
+}
+
+class PathNode {
+  readonly literal = new Map<string, PathNode>();
+  one: PathNode | undefined;
+  rest: PathNode | undefined;
+  readonly terminal: number[] = [];
+}
+
+function collect(node: PathNode, path: string[], position: number, found: number[]): void {
+  if (position === path.length) {
+    for (const line of node.terminal) found.push(line);
+  } else {
+    const segment = path[position]!;
+    const literal = node.literal.get(segment);
+    if (literal) collect(literal, path, position + 1, found);
+    if (node.one && segment !== '') collect(node.one, path, position + 1, found);
+  }
+  // A template holds at most one '**', so below it every walk is linear.
+  if (node.rest) for (let next = position; next <= path.length; next++) collect(node.rest, path, next, found);
+}
+
+// ---- Casbin plumbing --------------------------------------------------------------------------
+
+function parseModel(text: string, file: string): Model {
+  let model: Model;
+  try {
+    model = casbin.newModelFromString(text);
+  } catch (error) {
+    throw new PolicyLoadError(`${file}: ${messageOf(error)}`, file);
+  }
+  const requestTokens = model.model.get('r')?.get('r')?.tokens ?? [];
+  const policyTokens = model.model.get('p')?.get('p')?.tokens ?? [];
+  const effect = model.model.get('e')?.get('e')?.value;
+  if (requestTokens.join() !== REQUEST_TOKENS.join()) {
+    throw new PolicyLoadError(`${file}: request_definition must be r = roles, scope, project, user, obj, act`, file);
+  }
+  if (policyTokens.join() !== POLICY_TOKENS.join()) {
+    throw new PolicyLoadError(`${file}: policy_definition must be p = sub, scope, obj, act, eft`, file);
+  }
+  // Decision reasons ('denied by rule') rely on deny-overrides.
+  if (effect !== DENY_OVERRIDES) {
+    throw new PolicyLoadError(`${file}: policy_effect must be some(where (p.eft == allow)) && !some(where (p.eft == deny))`, file);
+  }
+  return model;
+}
+
+/** Hands Casbin the validated rows; the files are read and checked by parseRuleFile. */
+class RowsAdapter implements Adapter {
+  constructor(private readonly rows: string[][]) {}
+  async loadPolicy(model: Model): Promise<void> {
+    model.addPolicies('p', 'p', this.rows);
+  }
+  async savePolicy(): Promise<boolean> {
+    throw new Error('gateway policies are read-only');
+  }
+  async addPolicy(): Promise<void> {
+    throw new Error('gateway policies are read-only');
+  }
+  async removePolicy(): Promise<void> {
+    throw new Error('gateway policies are read-only');
+  }
+  async removeFilteredPolicy(): Promise<void> {
+    throw new Error('gateway policies are read-only');
+  }
+}
+
+/** roleMatch(roles, sub): the role list is parsed once per request, not once per line. */
+function roleMatcher(): (roles: string, sub: string) => boolean {
+  let lastRoles: string | undefined;
+  let lastSet = new Set<string>();
+  return (roles, sub) => {
+    if (sub === '*') return true;
+    if (roles !== lastRoles) {
+      lastRoles = roles;
+      lastSet = new Set(roles === '' ? [] : roles.split(','));
+    }
+    return lastSet.has(sub);
+  };
+}
+
+/** pathMatch(obj, template, project, user) over templates compiled at load. */
+function pathMatcher(lines: PolicyLine[]): (obj: string, template: string, projectId: string, userId: string) => boolean {
+  const templates = new Map(lines.map((line) => [line.fields[2]!, line.template]));
+  let lastPath: string | undefined;
+  let lastSegments: string[] = [];
+  return (obj, template, projectId, userId) => {
+    const compiled = templates.get(template) ?? compileTemplate(template);
+    if (typeof compiled === 'string' || !obj.startsWith('/')) return false;
+    if (obj !== lastPath) {
+      lastPath = obj;
+      lastSegments = obj.slice(1).split('/');
+    }
+    return templateMatches(compiled, lastSegments, projectId, userId);
+  };
+}
+
+/** Records every line's effect (Casbin pushes one per evaluated line, in order) and never stops early. */
+class RecordingEffector implements Effector {
+  last: RecordingStream | undefined;
+  newStream(expr: string): EffectorStream {
+    this.last = new RecordingStream(new casbin.DefaultEffector().newStream(expr));
+    return this.last;
+  }
+}
+
+class RecordingStream implements EffectorStream {
+  readonly effects: Effect[] = [];
+  private done = false;
+  constructor(private readonly inner: EffectorStream) {}
+  current(): boolean {
+    return this.inner.current();
+  }
+  pushEffect(effect: Effect): [boolean, boolean, boolean] {
+    this.effects.push(effect);
+    if (this.done) return [this.inner.current(), false, false];
+    const [result, record, done] = this.inner.pushEffect(effect);
+    this.done = done;
+    return [result, record, false];
+  }
+}
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+/** Sorted, de-duplicated roles as one string; a name with a comma could never match a line, so it is dropped. */
+function roleList(roles: string[]): string {
+  const usable = roles.filter((role) => role !== '' && !role.includes(','));
+  return [...new Set(usable)].sort().join(',');
+}
+
+function cacheKey(service: ServicePolicy, request: PolicyRequest, roles: string): string | undefined {
+  const parts = [
+    roles,
+    request.scope,
+    request.projectId ?? '',
+    service.usesUserId ? request.userId : '',
+    service.name,
+    request.method,
+    request.path,
+  ];
+  // NUL separates the parts, so a part containing one could collide: such requests are not cached.
+  if (parts.some((part) => part.includes('\0'))) return undefined;
+  return parts.join('\0');
+}
+
+function rowKey(fields: readonly string[]): string {
+  return fields.join('\0');
+}
+
+function lineDecision(allowed: boolean, reason: PolicyDecision['reason'], line: PolicyLine): PolicyDecision {
+  return Object.freeze({ allowed, reason, rule: line.text, source: line.source, line: line.line });
+}
+
+function normaliseRule(rule: string): string {
+  return rule
+    .split(',')
+    .map((field) => field.trim())
+    .join(', ');
+}
+
+function parseFixtureCase(raw: unknown, file: string, index: number): PolicyFixtureCase | string {
+  const where = `${file}: case ${index + 1}`;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return `${where}: expected a mapping`;
+  const value = raw as Record<string, unknown>;
+  const name = typeof value.name === 'string' && value.name !== '' ? value.name : undefined;
+  const label = name ? `${where} "${name}"` : where;
+  const text = (field: string, optional = false): string | undefined | Error => {
+    const found = value[field];
+    if (found === undefined && optional) return undefined;
+    if (typeof found === 'number') return String(found);
+    if (typeof found !== 'string' || found === '') return new Error(`'${field}' must be a non-empty string`);
+    return found;
+  };
+  const fields = {
+    service: text('service'),
+    scope: text('scope'),
+    method: text('method'),
+    path: text('path'),
+    expect: text('expect'),
+    projectId: text('project_id', true),
+    userId: text('user_id', true),
+    rule: text('rule', true),
+  };
+  if (!name) return `${label}: 'name' must be a non-empty string`;
+  for (const [field, found] of Object.entries(fields)) if (found instanceof Error) return `${label}: ${found.message} (${field})`;
+  const roles = value.roles;
+  if (!Array.isArray(roles) || !roles.every((role) => typeof role === 'string')) return `${label}: 'roles' must be a list of strings`;
+  const scope = fields.scope as string;
+  if (scope !== 'project' && scope !== 'domain' && scope !== 'system') return `${label}: 'scope' must be project, domain or system`;
+  const method = fields.method as string;
+  if (!METHODS.has(method)) return `${label}: 'method' must be an upper-case HTTP method`;
+  const expect = fields.expect as string;
+  if (expect !== 'allow' && expect !== 'deny') return `${label}: 'expect' must be allow or deny`;
+  const known = new Set(['name', 'service', 'roles', 'scope', 'project_id', 'user_id', 'method', 'path', 'expect', 'rule']);
+  const unknown = Object.keys(value).filter((key) => !known.has(key));
+  if (unknown.length > 0) return `${label}: unknown field(s) ${unknown.join(', ')}`;
+  const request: PolicyRequest = {
+    service: fields.service as string,
+    roles: roles as string[],
+    scope,
+    userId: (fields.userId as string | undefined) ?? '',
+    method,
+    path: fields.path as string,
+  };
+  if (fields.projectId !== undefined) request.projectId = fields.projectId as string;
+  const fixture: PolicyFixtureCase = { file, index, name, request, expect };
+  if (fields.rule !== undefined) fixture.rule = fields.rule as string;
+  return fixture;
+}
+
+async function isFile(file: string): Promise<boolean> {
+  try {
+    return (await stat(file)).isFile();
+  } catch (error) {
+    throw new PolicyLoadError(`${file}: ${messageOf(error)}`, file);
+  }
+}
+
+async function readText(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    throw new PolicyLoadError(`${file}: cannot read: ${messageOf(error)}`, file);
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
