@@ -1,4 +1,6 @@
 import path from 'node:path';
+import http from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from 'pino';
@@ -10,7 +12,12 @@ import { ClusterSync } from './events/cluster-sync.ts';
 import { LocalEventBus, RedisEventBus } from './events/event-bus.ts';
 import { Revocations } from './events/revocation.ts';
 import type { App, IdentityApi } from './http/context.ts';
+import { Gateway } from './gateway/gateway.ts';
+import { UpstreamDirectory } from './gateway/upstreams.ts';
 import { handleFrameworkError } from './http/errors.ts';
+import { MOUNT_PREFIX } from './http/links.ts';
+import type { GatewayPolicy } from './policy/gateway-policy.ts';
+import { PolicyReloader } from './policy/policy-reloader.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
 import { IdentityService } from './identity/identity-service.ts';
 import { ApplicationCredentialService } from './identity/application-credential-service.ts';
@@ -40,6 +47,9 @@ export interface Application extends IdentityApi {
   server: App;
   store: Store;
   tokenProvider: TokenProvider;
+  /** The gateway policy in force, and an on-demand reload (the files are also watched). */
+  policy(): GatewayPolicy;
+  reloadPolicy(): Promise<boolean>;
   /** Every route of the identity API (tests apply security cases to each). */
   routes: RouteInfo[];
   close(): Promise<void>;
@@ -57,6 +67,38 @@ function createTokenProvider(config: Config, store: Store, log: FastifyBaseLogge
   }
 }
 
+/** First path segments that belong to the identity API and its operations, never to a service. */
+const IDENTITY_SEGMENTS: ReadonlySet<string> = new Set(['', 'v3', 'healthz', 'readyz', 'metrics']);
+const IDENTITY_MOUNT = '/identity';
+
+/** Decides the face of a request; strips the /identity mount (remembering it for links). */
+function routeToGateway(request: http.IncomingMessage): boolean {
+  const url = request.url ?? '/';
+  if (!url.startsWith('/')) return true; // absolute-form targets: the gateway refuses them
+  const end = url.slice(1).search(/[/?]/);
+  const first = end === -1 ? url.slice(1) : url.slice(1, end + 1);
+  if (IDENTITY_SEGMENTS.has(first)) return false;
+  if (first === IDENTITY_MOUNT.slice(1)) {
+    request.url = url.slice(IDENTITY_MOUNT.length) || '/';
+    (request as { [MOUNT_PREFIX]?: string })[MOUNT_PREFIX] = IDENTITY_MOUNT;
+    return false;
+  }
+  return true;
+}
+
+/** Malformed requests, oversized headers, smuggling attempts: answered before any handler runs. */
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const body = JSON.stringify({ error: { code: status, title: http.STATUS_CODES[status], message: http.STATUS_CODES[status] } });
+  socket.end(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
 /** The composition root: opens the store, runs migrations, builds each service once. */
 export async function buildApplication(config: Config, options: BuildOptions = {}): Promise<Application> {
   const clock = options.clock ?? systemClock;
@@ -66,13 +108,26 @@ export async function buildApplication(config: Config, options: BuildOptions = {
   });
   try {
     await store.migrate();
+    // One HTTP server, two faces: requests for /{service_type}/… go straight to the gateway (no
+    // framework work on the proxy path); /, /v3/… and /identity/v3/… go to the identity API.
+    let gateway: Gateway | undefined;
     const server = Fastify({
+      serverFactory: (identityHandler) => {
+        const httpServer = http.createServer(
+          { maxHeaderSize: config.maxHeaderBytes, requestTimeout: config.requestTimeoutMs, headersTimeout: config.headersTimeoutMs },
+          (request, response) => {
+            if (gateway && routeToGateway(request)) void gateway.handle(request, response);
+            else identityHandler(request, response);
+          },
+        );
+        // With a server factory, fastify leaves the timeouts to us; Node's 0 would mean "no limit".
+        httpServer.keepAliveTimeout = 72_000;
+        httpServer.setTimeout(config.requestTimeoutMs * 2);
+        return httpServer;
+      },
+      clientErrorHandler: answerClientError,
       loggerInstance: options.logger === false ? undefined : (options.logger as FastifyBaseLogger | undefined),
       logger: options.logger === false ? false : undefined,
-      // Fastify's defaults of 0 mean "no limit", which invites slow-client attacks.
-      connectionTimeout: config.requestTimeoutMs * 2,
-      requestTimeout: config.requestTimeoutMs,
-      keepAliveTimeout: 72_000,
       bodyLimit: config.bodyLimitBytes,
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 255 },
       return503OnClosing: true,
@@ -115,6 +170,35 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       authorizer: new InterimIdentityAuthorizer(),
     };
     const routes = registerIdentityApi(server, api);
+
+    let policy = await new PolicyReloader({ directory: config.policyDirectory, onSwap: () => {}, log }).loadInitial();
+    const policyReloader = new PolicyReloader({
+      directory: config.policyDirectory,
+      onSwap: (next) => {
+        policy = next;
+      },
+      log,
+    });
+    policyReloader.start();
+    gateway = new Gateway(
+      tokens,
+      new UpstreamDirectory(catalog, { region: config.gatewayRegion, generation: () => sync.generation }),
+      { current: () => policy },
+      catalog,
+      {
+        publicUrl: config.publicUrl,
+        publicUrlFixed: config.publicUrlFixed,
+        serviceTokenRoles: config.serviceTokenRoles,
+        serviceCatalogHeader: config.gatewayServiceCatalogHeader,
+        connectTimeoutMs: config.upstreamConnectTimeoutMs,
+        responseTimeoutMs: config.upstreamResponseTimeoutMs,
+        bodyTimeoutMs: config.upstreamResponseTimeoutMs,
+        connectionsPerUpstream: config.upstreamConnections,
+      },
+      log,
+      () => sync.generation,
+    );
+    const activeGateway = gateway;
     await server.ready();
 
     return {
@@ -122,9 +206,13 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       server,
       store,
       routes,
+      policy: () => policy,
+      reloadPolicy: () => policyReloader.reload(),
       async close() {
         tokenProvider.stop();
+        policyReloader.stop();
         await server.close();
+        await activeGateway.close();
         await sync.close();
         await store.close();
       },

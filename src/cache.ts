@@ -36,6 +36,11 @@ export class GenerationCache<K, V> {
     this.entries.delete(key);
   }
 
+  /** The generation now; pass it to set() for a value computed from now on. */
+  generation(): number {
+    return this.currentGeneration();
+  }
+
   get size(): number {
     return this.entries.size;
   }

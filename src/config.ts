@@ -23,6 +23,15 @@ export interface Config {
   secretPepper: string | undefined;
   logLevel: string;
   requestTimeoutMs: number;
+  headersTimeoutMs: number;
+  maxHeaderBytes: number;
+  gatewayRegion: string;
+  upstreamConnectTimeoutMs: number;
+  upstreamResponseTimeoutMs: number;
+  upstreamConnections: number;
+  serviceTokenRoles: string[];
+  gatewayServiceCatalogHeader: boolean;
+  policyDirectory: string;
   bodyLimitBytes: number;
 }
 
@@ -72,6 +81,17 @@ function pepper(env: Environment): string | undefined {
   return value;
 }
 
+function booleanSetting(env: Environment, name: string, fallback: boolean): boolean {
+  const value = env[name];
+  if (value === undefined || value === '') return fallback;
+  if (/^(1|true|yes|on)$/i.test(value)) return true;
+  if (/^(0|false|no|off)$/i.test(value)) return false;
+  throw new ConfigError(`${name} must be true or false, got '${value}'`);
+}
+
+/** The checkout the service runs from (policies/ lives there by default). */
+const projectRoot = path.resolve(import.meta.dirname, '..');
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Environment = process.env): Config {
@@ -103,6 +123,15 @@ export function loadConfig(env: Environment = process.env): Config {
     secretPepper: pepper(env),
     logLevel,
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000),
+    headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 500, 600_000),
+    maxHeaderBytes: integer(env, 'MAX_HEADER_BYTES', 16_384, 1024, 1_048_576),
+    gatewayRegion: env.GATEWAY_REGION || 'RegionOne',
+    upstreamConnectTimeoutMs: integer(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', 5_000, 100, 600_000),
+    upstreamResponseTimeoutMs: integer(env, 'UPSTREAM_RESPONSE_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    upstreamConnections: integer(env, 'UPSTREAM_CONNECTIONS', 128, 1, 10_000),
+    serviceTokenRoles: (env.SERVICE_TOKEN_ROLES || 'service').split(',').map((role) => role.trim()).filter(Boolean),
+    gatewayServiceCatalogHeader: booleanSetting(env, 'GATEWAY_SERVICE_CATALOG_HEADER', false),
+    policyDirectory: path.resolve(env.POLICY_DIR || path.join(projectRoot, 'policies')),
     bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
   };
 }

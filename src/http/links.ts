@@ -15,7 +15,15 @@ export function baseUrl(request: FastifyRequest): string {
   return request.publicBase ?? '';
 }
 
+/** Set on a raw request that reached the identity API under a prefix (the gateway's /identity). */
+export const MOUNT_PREFIX = Symbol('identity API mount prefix');
+
 export function deriveBaseUrl(request: FastifyRequest, configured: string, fixed: boolean): string {
+  const prefix = (request.raw as { [MOUNT_PREFIX]?: string })[MOUNT_PREFIX] ?? '';
+  return baseWithoutPrefix(request, configured, fixed) + prefix;
+}
+
+function baseWithoutPrefix(request: FastifyRequest, configured: string, fixed: boolean): string {
   if (fixed) return configured;
   const host = request.headers.host;
   if (!host || !/^[A-Za-z0-9.\-:[\]]+$/.test(host)) return configured;

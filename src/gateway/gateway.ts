@@ -1,0 +1,263 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { STATUS_CODES } from 'node:http';
+import { GenerationCache } from '../cache.ts';
+import type { CatalogService } from '../catalog/catalog-service.ts';
+import { ServiceError, ValidationError } from '../errors.ts';
+import type { AccessRule } from '../identity/application-credential-service.ts';
+import type { PolicyDecision, PolicyRequest } from '../policy/gateway-policy.ts';
+import type { TokenContext, TokenService } from '../token/token-service.ts';
+import { accessRulesAllow } from './access-rules.ts';
+import { Forwarder, type ForwarderOptions } from './forwarder.ts';
+import { forwardableHeaders, identityHeaders } from './identity-headers.ts';
+import { canonicalizeTarget, type CanonicalTarget } from './path.ts';
+import { joinPath, type Upstream, type UpstreamDirectory } from './upstreams.ts';
+
+export interface GatewayPolicyHolder {
+  /** The policy in force; replaced as a whole on reload. */
+  current(): { decide(request: PolicyRequest): PolicyDecision };
+}
+
+export interface GatewayOptions extends ForwarderOptions {
+  publicUrl: string;
+  publicUrlFixed: boolean;
+  serviceTokenRoles: readonly string[];
+  /** Send X-Service-Catalog (v2 shape) upstream, as keystonemiddleware does by default. */
+  serviceCatalogHeader: boolean;
+}
+
+interface Logger {
+  info(object: object, message: string): void;
+  error(object: object, message: string): void;
+}
+
+const METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+const GENERIC_401 = 'The request you have made requires authentication.';
+
+/** One proxied request's audit record: never the token itself. */
+interface AuditRecord {
+  request_id: string;
+  audit_id?: string;
+  user_id?: string;
+  project_id?: string;
+  service?: string;
+  method: string;
+  path: string;
+  rule?: string;
+  effect?: 'allow' | 'deny';
+  upstream?: string;
+  status?: number;
+  latency_ms?: number;
+  reason?: string;
+}
+
+/**
+ * The ingress for every platform service: {gateway}/{service_type}/{rest}. Canonicalise the path once
+ * → validate the token in process → find the internal endpoint → decide policy on the canonical path
+ * → replace identity headers → stream to the upstream → one audit line.
+ */
+export class Gateway {
+  private readonly forwarder: Forwarder;
+  private readonly catalogHeaders: GenerationCache<string, string>;
+
+  constructor(
+    private readonly tokens: TokenService,
+    private readonly upstreams: UpstreamDirectory,
+    private readonly policy: GatewayPolicyHolder,
+    private readonly catalog: CatalogService,
+    private readonly options: GatewayOptions,
+    private readonly log: Logger,
+    generation: () => number,
+  ) {
+    this.forwarder = new Forwarder(options);
+    this.catalogHeaders = new GenerationCache(10_000, generation);
+  }
+
+  async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const started = performance.now();
+    const requestId = `req-${randomUUID()}`;
+    response.setHeader('x-openstack-request-id', requestId);
+    const audit: AuditRecord = { request_id: requestId, method: request.method ?? '', path: '' };
+    response.once('finish', () => {
+      audit.status = response.statusCode;
+      audit.latency_ms = Math.round((performance.now() - started) * 1000) / 1000;
+      this.log.info({ audit }, 'gateway');
+    });
+    try {
+      await this.proxy(request, response, audit, requestId);
+    } catch (error) {
+      if (error instanceof ServiceError) {
+        audit.reason = error.message;
+        this.fail(request, response, statusOf(error), error.message);
+        return;
+      }
+      this.log.error({ err: error, request_id: requestId }, 'gateway failure');
+      this.fail(request, response, 500, 'An unexpected error prevented the server from fulfilling your request.');
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.forwarder.close();
+  }
+
+  private async proxy(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, requestId: string): Promise<void> {
+    const method = request.method ?? '';
+    if (!METHODS.has(method)) {
+      response.setHeader('Allow', [...METHODS].join(', '));
+      audit.reason = 'method not allowed';
+      return this.fail(request, response, 405, 'The method is not allowed for the requested URL.');
+    }
+    const target = canonicalizeTarget(request.url ?? '');
+    const serviceType = target.segments[0]!;
+    const rest = restOf(target);
+    audit.service = serviceType;
+    audit.path = target.path;
+
+    const userToken = header(request, 'x-auth-token');
+    if (!userToken) return this.unauthorized(request, response, audit, 'no token');
+    let user: TokenContext;
+    let service: TokenContext | undefined;
+    try {
+      ({ user, service } = await this.tokens.validateWithServiceToken(userToken, header(request, 'x-service-token'), this.options.serviceTokenRoles));
+    } catch (error) {
+      if (error instanceof ServiceError) return this.unauthorized(request, response, audit, 'invalid token');
+      throw error;
+    }
+    audit.audit_id = user.auditIds[0];
+    audit.user_id = user.user.id;
+    if (user.scope.type === 'project') audit.project_id = user.scope.project.id;
+    if (user.scope.type === 'unscoped') return this.unauthorized(request, response, audit, 'unscoped token');
+
+    const upstream = await this.upstreams.resolve(serviceType);
+    if (!upstream) {
+      audit.reason = 'no internal endpoint';
+      return this.fail(request, response, 404, `Could not find an internal endpoint for service type: ${serviceType}.`);
+    }
+    audit.upstream = upstream.origin;
+
+    if (user.applicationCredential?.accessRules.length && !accessRulesAllow(user.applicationCredential.accessRules as AccessRule[], serviceType, method, rest.path)) {
+      audit.effect = 'deny';
+      audit.reason = 'application credential access rules';
+      return this.fail(request, response, 403, 'You are not authorized to perform the requested action.');
+    }
+    const decision = this.policy.current().decide({
+      service: serviceType,
+      roles: user.roles.map((role) => role.name),
+      scope: user.scope.type,
+      ...(user.scope.type === 'project' ? { projectId: user.scope.project.id } : {}),
+      userId: user.user.id,
+      method,
+      path: rest.path,
+    });
+    audit.effect = decision.allowed ? 'allow' : 'deny';
+    if (decision.rule) audit.rule = decision.rule;
+    if (!decision.allowed) {
+      audit.reason = decision.reason;
+      return this.fail(request, response, 403, 'You are not authorized to perform the requested action.');
+    }
+
+    const publicBase = this.publicBase(request);
+    const headers = {
+      ...forwardableHeaders(request.headers),
+      ...identityHeaders(user, service, this.options.serviceCatalogHeader ? await this.catalogHeader(user) : undefined),
+      host: new URL(upstream.origin).host,
+      'x-forwarded-for': request.socket.remoteAddress ?? '',
+      'x-forwarded-proto': publicBase.startsWith('https:') ? 'https' : 'http',
+      'x-forwarded-host': header(request, 'host') ?? '',
+      'x-openstack-request-id': requestId,
+    };
+    const upstreamPath = joinPath(upstream, rest.encodedPath) + (target.query ? `?${target.query}` : '');
+    const result = await this.forwarder.forward(request, response, { origin: upstream.origin, path: upstreamPath, headers }, (location) =>
+      rewriteLocation(location, upstream, rest.encodedPath, `${publicBase}/${encodeURIComponent(serviceType)}`),
+    );
+    if (result.failure) {
+      audit.reason = `upstream ${result.failure.kind}: ${result.failure.detail}`;
+      return result.failure.kind === 'timeout'
+        ? this.fail(request, response, 504, 'The service behind the gateway did not answer in time.')
+        : this.fail(request, response, 502, 'The service behind the gateway could not be reached.');
+    }
+  }
+
+  private unauthorized(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, reason: string): void {
+    audit.reason = reason;
+    response.setHeader('WWW-Authenticate', `Keystone uri="${this.publicBase(request)}/v3"`);
+    this.fail(request, response, 401, GENERIC_401);
+  }
+
+  private fail(request: IncomingMessage, response: ServerResponse, status: number, message: string): void {
+    if (response.headersSent) {
+      response.destroy();
+      return;
+    }
+    const body = JSON.stringify({ error: { code: status, title: STATUS_CODES[status] ?? 'Error', message } });
+    response.statusCode = status;
+    response.setHeader('Content-Type', 'application/json');
+    response.setHeader('Content-Length', Buffer.byteLength(body));
+    // The request body is not read: close the connection rather than leave it to be misparsed.
+    if (!request.complete) response.setHeader('Connection', 'close');
+    response.end(request.method === 'HEAD' ? undefined : body);
+  }
+
+  private publicBase(request: IncomingMessage): string {
+    if (this.options.publicUrlFixed) return this.options.publicUrl;
+    const host = header(request, 'host');
+    return host && /^[A-Za-z0-9.\-:[\]]+$/.test(host) ? `http://${host}` : this.options.publicUrl;
+  }
+
+  /** keystonemiddleware's X-Service-Catalog: the token's catalog in the v2 shape, per project. */
+  private async catalogHeader(user: TokenContext): Promise<string> {
+    const projectId = user.scope.type === 'project' ? user.scope.project.id : '';
+    const cached = this.catalogHeaders.get(projectId);
+    if (cached !== undefined) return cached;
+    const entries = await this.catalog.catalog({ projectId: projectId || undefined, userId: user.user.id });
+    const v2 = entries.map(({ service, endpoints }) => {
+      const byRegion = new Map<string, Record<string, string>>();
+      for (const endpoint of endpoints) {
+        const region = endpoint.regionId ?? '';
+        const entry = byRegion.get(region) ?? { region };
+        entry[`${endpoint.interface}URL`] = endpoint.url;
+        byRegion.set(region, entry);
+      }
+      return { type: service.type, name: service.name, endpoints: [...byRegion.values()] };
+    });
+    const value = JSON.stringify(v2);
+    this.catalogHeaders.set(projectId, value, this.catalogHeaders.generation());
+    return value;
+  }
+}
+
+function header(request: IncomingMessage, name: string): string | undefined {
+  const value = request.headers[name];
+  return typeof value === 'string' && value.length > 0 ? value : undefined;
+}
+
+/** The canonical path after /{service_type}: decoded for policy, encoded for forwarding. */
+function restOf(target: CanonicalTarget): { path: string; encodedPath: string } {
+  const restSegments = target.segments.slice(1);
+  const encodedPrefixEnd = target.encodedPath.indexOf('/', 1);
+  return {
+    path: restSegments.length ? `/${restSegments.join('/')}` : '/',
+    encodedPath: encodedPrefixEnd === -1 ? '/' : target.encodedPath.slice(encodedPrefixEnd),
+  };
+}
+
+/** Absolute or path-only Location headers that point at the upstream point at the gateway instead. */
+export function rewriteLocation(location: string, upstream: Upstream, encodedRest: string, publicServiceBase: string): string {
+  const prepended = upstream.basePath && joinPath(upstream, encodedRest) !== encodedRest ? upstream.basePath : '';
+  let upstreamPath: string;
+  if (location.startsWith(upstream.origin + '/') || location === upstream.origin) {
+    upstreamPath = location.slice(upstream.origin.length) || '/';
+  } else if (location.startsWith('/') && !location.startsWith('//')) {
+    upstreamPath = location;
+  } else {
+    return location;
+  }
+  if (prepended && (upstreamPath === prepended || upstreamPath.startsWith(`${prepended}/`) || upstreamPath.startsWith(`${prepended}?`))) {
+    upstreamPath = upstreamPath.slice(prepended.length) || '/';
+  }
+  return publicServiceBase + upstreamPath;
+}
+
+function statusOf(error: ServiceError): number {
+  return error instanceof ValidationError ? 400 : { unauthorized: 401, forbidden: 403, not_found: 404, conflict: 409, unavailable: 503, not_implemented: 501, validation: 400 }[error.kind];
+}

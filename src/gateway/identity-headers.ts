@@ -1,0 +1,102 @@
+import type { TokenContext } from '../token/token-service.ts';
+
+// Every header keystonemiddleware sets, their X-Service-* twins, the deprecated ones, and
+// OpenStack-System-Scope (which keystonemiddleware itself forgets to strip): a client may never
+// send any of them to a service behind us. Names are lower case (Node lower-cases incoming ones).
+const USER_HEADERS = [
+  'x-identity-status',
+  'x-domain-id',
+  'x-domain-name',
+  'x-project-id',
+  'x-project-name',
+  'x-project-domain-id',
+  'x-project-domain-name',
+  'x-user-id',
+  'x-user-name',
+  'x-user-domain-id',
+  'x-user-domain-name',
+  'x-roles',
+  'x-is-admin-project',
+  'x-service-catalog',
+];
+export const FORGEABLE_HEADERS: ReadonlySet<string> = new Set([
+  ...USER_HEADERS,
+  ...USER_HEADERS.map((name) => name.replace(/^x-/, 'x-service-')),
+  'x-service-roles',
+  'x-role',
+  'x-user',
+  'x-tenant-id',
+  'x-tenant-name',
+  'x-tenant',
+  'openstack-system-scope',
+]);
+
+// Hop-by-hop headers (RFC 9110 §7.6.1) and ones this proxy sets itself.
+const NOT_FORWARDED: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'te',
+  'trailer',
+  'upgrade',
+  'transfer-encoding',
+  'expect',
+  'host',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-openstack-request-id',
+]);
+
+export type HeaderMap = Record<string, string | string[]>;
+
+/** Copies the client's headers minus forgeable identity headers and hop-by-hop ones. */
+export function forwardableHeaders(incoming: Record<string, string | string[] | undefined>): HeaderMap {
+  const headers: HeaderMap = {};
+  for (const [name, value] of Object.entries(incoming)) {
+    if (value === undefined) continue;
+    if (FORGEABLE_HEADERS.has(name) || NOT_FORWARDED.has(name)) continue;
+    headers[name] = value;
+  }
+  return headers;
+}
+
+/** The headers keystonemiddleware would set for this user token (and service token, if any). */
+export function identityHeaders(user: TokenContext, service: TokenContext | undefined, includeCatalog: string | undefined): HeaderMap {
+  const headers: HeaderMap = { 'x-identity-status': 'Confirmed', ...tokenHeaders(user, '') };
+  if (service) Object.assign(headers, { 'x-service-identity-status': 'Confirmed', ...tokenHeaders(service, 'service-') });
+  if (includeCatalog !== undefined) headers['x-service-catalog'] = includeCatalog;
+  return headers;
+}
+
+function tokenHeaders(token: TokenContext, prefix: '' | 'service-'): HeaderMap {
+  const headers: HeaderMap = {
+    [`x-${prefix}user-id`]: token.user.id,
+    [`x-${prefix}user-name`]: token.user.name,
+    [`x-${prefix}user-domain-id`]: token.user.domainId,
+    [`x-${prefix}user-domain-name`]: token.user.domainName,
+    [`x-${prefix}roles`]: token.roles.map((role) => role.name).join(','),
+  };
+  switch (token.scope.type) {
+    case 'project':
+      headers[`x-${prefix}project-id`] = token.scope.project.id;
+      headers[`x-${prefix}project-name`] = token.scope.project.name;
+      headers[`x-${prefix}project-domain-id`] = token.scope.project.domainId;
+      headers[`x-${prefix}project-domain-name`] = token.scope.project.domainName;
+      break;
+    case 'domain':
+      headers[`x-${prefix}domain-id`] = token.scope.domain.id;
+      headers[`x-${prefix}domain-name`] = token.scope.domain.name;
+      break;
+    case 'system':
+      headers['openstack-system-scope'] = 'all';
+      break;
+    case 'unscoped':
+      break;
+  }
+  // Keystone's default (no admin project configured) is True, and keystonemiddleware passes it on.
+  if (prefix === '') headers['x-is-admin-project'] = 'True';
+  return headers;
+}

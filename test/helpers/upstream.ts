@@ -1,0 +1,83 @@
+import http from 'node:http';
+
+export interface ReceivedRequest {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+export interface EchoUpstream {
+  url: string;
+  port: number;
+  received: ReceivedRequest[];
+  /** Milliseconds to wait before answering (to provoke timeouts). */
+  delayMs: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A real HTTP service for the gateway to forward to: it records each request and answers with a
+ * JSON echo of it. POST /things answers 201 with an absolute Location on its own address.
+ */
+export async function startEchoUpstream(): Promise<EchoUpstream> {
+  const received: ReceivedRequest[] = [];
+  const state = { delayMs: 0 };
+  const server = http.createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const record = { method: request.method ?? '', url: request.url ?? '', headers: request.headers, body: Buffer.concat(chunks).toString() };
+      received.push(record);
+      const answer = () => {
+        const body = JSON.stringify(record);
+        const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+        if (request.method === 'POST' && request.url?.endsWith('/things')) {
+          headers.location = `http://127.0.0.1:${port}${request.url}/thing-1`;
+          response.writeHead(201, headers);
+        } else {
+          response.writeHead(200, headers);
+        }
+        response.end(body);
+      };
+      if (state.delayMs) setTimeout(answer, state.delayMs);
+      else answer();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    received,
+    get delayMs() {
+      return state.delayMs;
+    },
+    set delayMs(value: number) {
+      state.delayMs = value;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A request with the path exactly as given (fetch would normalise it). */
+export function rawRequest(
+  port: number,
+  options: { method?: string; path: string; headers?: Record<string, string>; body?: string },
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const request = http.request({ host: '127.0.0.1', port, method: options.method ?? 'GET', path: options.path, headers: options.headers }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() }));
+    });
+    request.on('error', reject);
+    if (options.body !== undefined) request.write(options.body);
+    request.end();
+  });
+}
