@@ -157,21 +157,6 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock);
     const catalog = new CatalogService(store);
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
-    const api: IdentityApi = {
-      config,
-      resources,
-      identity,
-      assignments,
-      applicationCredentials,
-      catalog,
-      tokens,
-      tokenProvider,
-      revocations,
-      authorizer: new InterimIdentityAuthorizer(),
-    };
-    const routes = registerIdentityApi(server, api);
-
-    let policy = await new PolicyReloader({ directory: config.policyDirectory, onSwap: () => {}, log }).loadInitial();
     const policyReloader = new PolicyReloader({
       directory: config.policyDirectory,
       onSwap: (next) => {
@@ -179,8 +164,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       },
       log,
     });
+    // onSwap runs only after start(), by which time `policy` holds the initial load.
+    let policy: GatewayPolicy = await policyReloader.loadInitial();
     policyReloader.start();
-    gateway = new Gateway(
+    const activeGateway = new Gateway(
       tokens,
       new UpstreamDirectory(catalog, { region: config.gatewayRegion, generation: () => sync.generation }),
       { current: () => policy },
@@ -198,7 +185,22 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       log,
       () => sync.generation,
     );
-    const activeGateway = gateway;
+    gateway = activeGateway;
+
+    const api: IdentityApi = {
+      config,
+      resources,
+      identity,
+      assignments,
+      applicationCredentials,
+      catalog,
+      tokens,
+      tokenProvider,
+      revocations,
+      authorizer: new InterimIdentityAuthorizer(),
+      gateway: activeGateway,
+    };
+    const routes = registerIdentityApi(server, api);
     await server.ready();
 
     return {

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
 import { Pool, errors as undiciErrors } from 'undici';
 import type { HeaderMap } from './identity-headers.ts';
 
@@ -57,12 +58,10 @@ export class Forwarder {
     }
     response.writeHead(upstream.statusCode, headers);
     try {
-      for await (const chunk of upstream.body) {
-        if (!response.write(chunk)) await new Promise((resolve) => response.once('drain', resolve));
-      }
-      response.end();
+      // pipeline ends the response when the body ends, and destroys both sides if either breaks off
+      // (a client that went away, or an upstream that stopped mid-body: never a truncated "whole").
+      await pipeline(upstream.body, response);
     } catch {
-      // The upstream broke off mid-body: the client must not take a truncated body for a whole one.
       response.destroy();
     }
     return { status: upstream.statusCode };

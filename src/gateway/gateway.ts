@@ -3,9 +3,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { STATUS_CODES } from 'node:http';
 import { GenerationCache } from '../cache.ts';
 import type { CatalogService } from '../catalog/catalog-service.ts';
-import { ServiceError, ValidationError } from '../errors.ts';
-import type { AccessRule } from '../identity/application-credential-service.ts';
-import type { PolicyDecision, PolicyRequest } from '../policy/gateway-policy.ts';
+import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../errors.ts';
+import { statusOf } from '../http/errors.ts';
+import type { GatewayExplainer, GatewayExplainRequest, GatewayExplanation, PolicySubject } from '../policy/gateway-explain.ts';
+import type { GatewayPolicy } from '../policy/gateway-policy.ts';
 import type { TokenContext, TokenService } from '../token/token-service.ts';
 import { accessRulesAllow } from './access-rules.ts';
 import { Forwarder, type ForwarderOptions } from './forwarder.ts';
@@ -15,7 +16,7 @@ import { joinPath, type Upstream, type UpstreamDirectory } from './upstreams.ts'
 
 export interface GatewayPolicyHolder {
   /** The policy in force; replaced as a whole on reload. */
-  current(): { decide(request: PolicyRequest): PolicyDecision };
+  current(): Pick<GatewayPolicy, 'decide' | 'explain'>;
 }
 
 export interface GatewayOptions extends ForwarderOptions {
@@ -32,7 +33,7 @@ interface Logger {
 }
 
 const METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-const GENERIC_401 = 'The request you have made requires authentication.';
+const DENIED = 'You are not authorized to perform the requested action.';
 
 /** One proxied request's audit record: never the token itself. */
 interface AuditRecord {
@@ -51,12 +52,21 @@ interface AuditRecord {
   reason?: string;
 }
 
+/** A decision on a request whose token is already known; the access-rule check comes first. */
+interface Authorization {
+  allowed: boolean;
+  reason: GatewayExplanation['reason'];
+  rule?: string;
+  source?: string;
+  line?: number;
+}
+
 /**
  * The ingress for every platform service: {gateway}/{service_type}/{rest}. Canonicalise the path once
  * → validate the token in process → find the internal endpoint → decide policy on the canonical path
  * → replace identity headers → stream to the upstream → one audit line.
  */
-export class Gateway {
+export class Gateway implements GatewayExplainer {
   private readonly forwarder: Forwarder;
   private readonly catalogHeaders: GenerationCache<string, string>;
 
@@ -78,7 +88,7 @@ export class Gateway {
     const requestId = `req-${randomUUID()}`;
     response.setHeader('x-openstack-request-id', requestId);
     const audit: AuditRecord = { request_id: requestId, method: request.method ?? '', path: '' };
-    response.once('finish', () => {
+    response.once('close', () => {
       audit.status = response.statusCode;
       audit.latency_ms = Math.round((performance.now() - started) * 1000) / 1000;
       this.log.info({ audit }, 'gateway');
@@ -87,13 +97,42 @@ export class Gateway {
       await this.proxy(request, response, audit, requestId);
     } catch (error) {
       if (error instanceof ServiceError) {
-        audit.reason = error.message;
+        audit.reason ??= error.message;
         this.fail(request, response, statusOf(error), error.message);
         return;
       }
+      audit.reason = 'internal error';
       this.log.error({ err: error, request_id: requestId }, 'gateway failure');
       this.fail(request, response, 500, 'An unexpected error prevented the server from fulfilling your request.');
     }
+  }
+
+  /**
+   * What the gateway would decide for a request, without forwarding it: the same canonicalisation,
+   * access-rule check and policy, plus every matching policy line. A token that does not validate is
+   * "not found", as a subject token is on GET /v3/auth/tokens.
+   */
+  async explain(input: GatewayExplainRequest): Promise<GatewayExplanation> {
+    const method = input.method.toUpperCase();
+    if (!METHODS.has(method)) throw new ValidationError(`Invalid method: ${input.method}.`);
+    const target = canonicalizeTarget(input.path);
+    const serviceType = target.segments[0];
+    if (!serviceType) throw new ValidationError('Invalid request path: it names no service type.');
+    const rest = restOf(target);
+    let user: TokenContext | undefined;
+    let subject: PolicySubject;
+    if (input.token !== undefined) {
+      user = await this.tokens.validate(input.token);
+      if (user.scope.type === 'unscoped') throw new ValidationError('The token is unscoped: the gateway refuses it (401) before any policy runs.');
+      subject = policySubject(user);
+    } else if (input.subject) {
+      subject = input.subject;
+    } else {
+      throw ValidationError.expecting('token or roles and scope', 'explain');
+    }
+    const authorization = this.authorize(user, undefined, subject, serviceType, method, rest.path);
+    const { matches } = this.policy.current().explain({ service: serviceType, method, path: rest.path, ...subject });
+    return { service: serviceType, method, path: rest.path, subject, ...authorization, matches };
   }
 
   async close(): Promise<void> {
@@ -120,7 +159,9 @@ export class Gateway {
     try {
       ({ user, service } = await this.tokens.validateWithServiceToken(userToken, header(request, 'x-service-token'), this.options.serviceTokenRoles));
     } catch (error) {
-      if (error instanceof ServiceError) return this.unauthorized(request, response, audit, 'invalid token');
+      if (error instanceof ServiceError && !(error instanceof ValidationError) && error.kind !== 'unavailable') {
+        return this.unauthorized(request, response, audit, 'invalid token');
+      }
       throw error;
     }
     audit.audit_id = user.auditIds[0];
@@ -131,36 +172,23 @@ export class Gateway {
     const upstream = await this.upstreams.resolve(serviceType);
     if (!upstream) {
       audit.reason = 'no internal endpoint';
-      return this.fail(request, response, 404, `Could not find an internal endpoint for service type: ${serviceType}.`);
+      throw new NotFoundError(`Could not find an internal endpoint for service type: ${serviceType}.`);
     }
     audit.upstream = upstream.origin;
 
-    if (user.applicationCredential?.accessRules.length && !accessRulesAllow(user.applicationCredential.accessRules as AccessRule[], serviceType, method, rest.path)) {
-      audit.effect = 'deny';
-      audit.reason = 'application credential access rules';
-      return this.fail(request, response, 403, 'You are not authorized to perform the requested action.');
-    }
-    const decision = this.policy.current().decide({
-      service: serviceType,
-      roles: user.roles.map((role) => role.name),
-      scope: user.scope.type,
-      ...(user.scope.type === 'project' ? { projectId: user.scope.project.id } : {}),
-      userId: user.user.id,
-      method,
-      path: rest.path,
-    });
-    audit.effect = decision.allowed ? 'allow' : 'deny';
-    if (decision.rule) audit.rule = decision.rule;
-    if (!decision.allowed) {
-      audit.reason = decision.reason;
-      return this.fail(request, response, 403, 'You are not authorized to perform the requested action.');
+    const authorization = this.authorize(user, service, policySubject(user), serviceType, method, rest.path);
+    audit.effect = authorization.allowed ? 'allow' : 'deny';
+    if (authorization.rule) audit.rule = authorization.rule;
+    if (!authorization.allowed) {
+      audit.reason = authorization.reason;
+      throw new ForbiddenError(DENIED);
     }
 
     const publicBase = this.publicBase(request);
     const headers = {
       ...forwardableHeaders(request.headers),
       ...identityHeaders(user, service, this.options.serviceCatalogHeader ? await this.catalogHeader(user) : undefined),
-      host: new URL(upstream.origin).host,
+      host: upstream.host,
       'x-forwarded-for': request.socket.remoteAddress ?? '',
       'x-forwarded-proto': publicBase.startsWith('https:') ? 'https' : 'http',
       'x-forwarded-host': header(request, 'host') ?? '',
@@ -178,10 +206,31 @@ export class Gateway {
     }
   }
 
+  /**
+   * Application-credential access rules first (as keystonemiddleware: waived when a valid service
+   * token comes along), then the policy of the service.
+   */
+  private authorize(
+    user: TokenContext | undefined,
+    service: TokenContext | undefined,
+    subject: PolicySubject,
+    serviceType: string,
+    method: string,
+    path: string,
+  ): Authorization {
+    const accessRules = user?.applicationCredential?.accessRules ?? [];
+    if (accessRules.length > 0 && !service && !accessRulesAllow(accessRules, serviceType, method, path)) {
+      return { allowed: false, reason: 'application credential access rules' };
+    }
+    const decision = this.policy.current().decide({ service: serviceType, method, path, ...subject });
+    const authorization: Authorization = { allowed: decision.allowed, reason: decision.reason };
+    if (decision.rule !== undefined) Object.assign(authorization, { rule: decision.rule, source: decision.source, line: decision.line });
+    return authorization;
+  }
+
   private unauthorized(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, reason: string): void {
     audit.reason = reason;
-    response.setHeader('WWW-Authenticate', `Keystone uri="${this.publicBase(request)}/v3"`);
-    this.fail(request, response, 401, GENERIC_401);
+    this.fail(request, response, 401, AuthenticationError.GENERIC);
   }
 
   private fail(request: IncomingMessage, response: ServerResponse, status: number, message: string): void {
@@ -191,6 +240,7 @@ export class Gateway {
     }
     const body = JSON.stringify({ error: { code: status, title: STATUS_CODES[status] ?? 'Error', message } });
     response.statusCode = status;
+    if (status === 401) response.setHeader('WWW-Authenticate', `Keystone uri="${this.publicBase(request)}/v3"`);
     response.setHeader('Content-Type', 'application/json');
     response.setHeader('Content-Length', Buffer.byteLength(body));
     // The request body is not read: close the connection rather than leave it to be misparsed.
@@ -209,6 +259,7 @@ export class Gateway {
     const projectId = user.scope.type === 'project' ? user.scope.project.id : '';
     const cached = this.catalogHeaders.get(projectId);
     if (cached !== undefined) return cached;
+    const generation = this.catalogHeaders.generation();
     const entries = await this.catalog.catalog({ projectId: projectId || undefined, userId: user.user.id });
     const v2 = entries.map(({ service, endpoints }) => {
       const byRegion = new Map<string, Record<string, string>>();
@@ -221,9 +272,20 @@ export class Gateway {
       return { type: service.type, name: service.name, endpoints: [...byRegion.values()] };
     });
     const value = JSON.stringify(v2);
-    this.catalogHeaders.set(projectId, value, this.catalogHeaders.generation());
+    this.catalogHeaders.set(projectId, value, generation);
     return value;
   }
+}
+
+/** The policy subject of a scoped token (an unscoped one is refused before policy runs). */
+export function policySubject(user: TokenContext): PolicySubject {
+  if (user.scope.type === 'unscoped') throw new AuthenticationError();
+  return {
+    roles: user.roles.map((role) => role.name),
+    scope: user.scope.type,
+    ...(user.scope.type === 'project' ? { projectId: user.scope.project.id } : {}),
+    userId: user.user.id,
+  };
 }
 
 function header(request: IncomingMessage, name: string): string | undefined {
@@ -256,8 +318,4 @@ export function rewriteLocation(location: string, upstream: Upstream, encodedRes
     upstreamPath = upstreamPath.slice(prepended.length) || '/';
   }
   return publicServiceBase + upstreamPath;
-}
-
-function statusOf(error: ServiceError): number {
-  return error instanceof ValidationError ? 400 : { unauthorized: 401, forbidden: 403, not_found: 404, conflict: 409, unavailable: 503, not_implemented: 501, validation: 400 }[error.kind];
 }

@@ -6,6 +6,8 @@ export interface Upstream {
   endpointId: string;
   /** scheme://host:port */
   origin: string;
+  /** host:port, the Host header the upstream is sent */
+  host: string;
   /** The endpoint URL's path up to its first template, without a trailing slash ('' for none). */
   basePath: string;
 }
@@ -23,9 +25,9 @@ export interface UpstreamDirectoryOptions {
  * take effect without a restart and requests never query the database.
  */
 export class UpstreamDirectory {
-  private table: Map<string, Endpoint> | undefined;
+  private table: Map<string, Upstream> | undefined;
   private tableGeneration = -1;
-  private loading: Promise<Map<string, Endpoint>> | undefined;
+  private loading: Promise<Map<string, Upstream>> | undefined;
 
   constructor(
     private readonly catalog: CatalogService,
@@ -33,46 +35,49 @@ export class UpstreamDirectory {
   ) {}
 
   async resolve(serviceType: string): Promise<Upstream | undefined> {
-    const table = await this.current();
-    const endpoint = table.get(serviceType);
-    if (!endpoint) return undefined;
-    let url: URL;
-    try {
-      // Templates such as $(project_id)s belong to the part after the base path; see joinPath.
-      url = new URL(endpoint.url.split('$(')[0]!);
-    } catch {
-      return undefined;
-    }
-    return {
-      serviceType,
-      endpointId: endpoint.id,
-      origin: url.origin,
-      basePath: url.pathname.replace(/\/+$/, ''),
-    };
+    const generation = this.options.generation();
+    const table = this.table && this.tableGeneration === generation ? this.table : await this.reload(generation);
+    return table.get(serviceType);
   }
 
-  private async current(): Promise<Map<string, Endpoint>> {
-    const generation = this.options.generation();
-    if (this.table && this.tableGeneration === generation) return this.table;
+  private reload(generation: number): Promise<Map<string, Upstream>> {
     this.loading ??= this.load(generation).finally(() => (this.loading = undefined));
     return this.loading;
   }
 
-  private async load(generation: number): Promise<Map<string, Endpoint>> {
+  private async load(generation: number): Promise<Map<string, Upstream>> {
     const [services, endpoints] = await Promise.all([this.catalog.listServices({}), this.catalog.listEndpoints({ interface: 'internal' })]);
     const enabledTypes = new Map(services.filter((service) => service.enabled).map((service) => [service.id, service.type]));
-    const table = new Map<string, Endpoint>();
+    const chosen = new Map<string, Endpoint>();
     const rank = (endpoint: Endpoint) => ((endpoint.regionId ?? null) === this.options.region ? 0 : endpoint.regionId ? 2 : 1);
     for (const endpoint of endpoints) {
       const type = enabledTypes.get(endpoint.serviceId);
       if (!type || !endpoint.enabled || rank(endpoint) === 2) continue;
-      const existing = table.get(type);
-      if (!existing || rank(endpoint) < rank(existing)) table.set(type, endpoint);
+      const existing = chosen.get(type);
+      if (!existing || rank(endpoint) < rank(existing)) chosen.set(type, endpoint);
+    }
+    const table = new Map<string, Upstream>();
+    for (const [serviceType, endpoint] of chosen) {
+      const upstream = upstreamOf(serviceType, endpoint);
+      if (upstream) table.set(serviceType, upstream);
     }
     this.table = table;
     this.tableGeneration = generation;
     return table;
   }
+}
+
+/** Splits an endpoint URL once; an unusable URL (not http/https) leaves the service unrouted. */
+function upstreamOf(serviceType: string, endpoint: Endpoint): Upstream | undefined {
+  let url: URL;
+  try {
+    // Templates such as $(project_id)s or %(tenant_id)s belong to the part after the base path.
+    url = new URL(endpoint.url.split(/[$%]\(/)[0]!);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
+  return { serviceType, endpointId: endpoint.id, origin: url.origin, host: url.host, basePath: url.pathname.replace(/\/+$/, '') };
 }
 
 /**

@@ -8,6 +8,7 @@ import { AuthenticationError } from '../errors.ts';
 import type { Revocations } from '../events/revocation.ts';
 import type { ApplicationCredentialService } from '../identity/application-credential-service.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
+import type { GatewayExplainer } from '../policy/gateway-explain.ts';
 import type { IdentityAuthorizer, PolicyTarget } from '../policy/identity-authorizer.ts';
 import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-service.ts';
 import type { TokenProvider } from '../token/token-provider.ts';
@@ -36,6 +37,8 @@ export interface IdentityApi {
   tokenProvider: TokenProvider;
   revocations: Revocations;
   authorizer: IdentityAuthorizer;
+  /** The gateway's policy decisions, for POST /v3/gateway/policy/explain. */
+  gateway: GatewayExplainer;
 }
 
 export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;

@@ -3,7 +3,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthenticationError, ServiceError, type ErrorKind } from '../errors.ts';
 import { baseUrl } from './links.ts';
 
-/** The one place where domain errors become HTTP statuses. */
+/** The one place where domain errors become HTTP statuses (the gateway uses it too). */
 const STATUS_OF: Record<ErrorKind, number> = {
   validation: 400,
   unauthorized: 401,
@@ -13,6 +13,10 @@ const STATUS_OF: Record<ErrorKind, number> = {
   unavailable: 503,
   not_implemented: 501,
 };
+
+export function statusOf(error: ServiceError): number {
+  return STATUS_OF[error.kind];
+}
 
 const INVALID_JSON =
   'Expecting to find valid JSON in request body. The server could not comply with the request since it is either ' +

@@ -11,6 +11,7 @@ import { registerAuthRoutes } from './routes/auth.ts';
 import { registerCatalogRoutes } from './routes/catalog.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
+import { registerGatewayPolicyRoutes } from './routes/gateway-policy.ts';
 import { registerGroupRoutes } from './routes/groups.ts';
 import { registerProjectRoutes } from './routes/projects.ts';
 import { registerRoleRoutes } from './routes/roles.ts';
@@ -124,5 +125,6 @@ export function registerIdentityApi(app: App, api: IdentityApi): RouteInfo[] {
   registerAssignmentRoutes(app, api);
   registerCatalogRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);
+  registerGatewayPolicyRoutes(app, api);
   return routes;
 }

@@ -505,3 +505,48 @@ export const ApplicationCredentialEntity = Type.Object({
   secret: Type.Optional(Type.String()),
   links: Links,
 });
+
+// POST /v3/gateway/policy/explain: a token, or roles + scope, and the request to decide.
+export const GatewayExplainBody = Type.Object(
+  {
+    explain: Type.Object(
+      {
+        method: Type.String({ minLength: 1, maxLength: 16 }),
+        path: Type.String({ minLength: 1, maxLength: 8192 }),
+        token: Type.Optional(Type.String({ minLength: 1, maxLength: 8192 })),
+        roles: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 255 }), { maxItems: 1000 })),
+        scope: Type.Optional(Type.Union([Type.Literal('project'), Type.Literal('domain'), Type.Literal('system')])),
+        project_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+        user_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const PolicyMatchEntity = Type.Object({
+  rule: Type.String(),
+  source: Type.String(),
+  line: Type.Integer(),
+  effect: Type.Union([Type.Literal('allow'), Type.Literal('deny')]),
+});
+export const GatewayExplanationBody = Type.Object({
+  explanation: Type.Object({
+    allowed: Type.Boolean(),
+    reason: Type.String(),
+    rule: Type.Optional(Type.String()),
+    source: Type.Optional(Type.String()),
+    line: Type.Optional(Type.Integer()),
+    service: Type.String(),
+    method: Type.String(),
+    path: Type.String(),
+    subject: Type.Object({
+      roles: Type.Array(Type.String()),
+      scope: Type.String(),
+      project_id: Type.Optional(Type.String()),
+      user_id: Type.String(),
+    }),
+    matches: Type.Array(PolicyMatchEntity),
+  }),
+});

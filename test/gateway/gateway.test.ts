@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { ROOT } from '../helpers/processes.ts';
-import { FORGED_IDENTITY_HEADERS } from '../helpers/security.ts';
+import { pino, type Logger } from 'pino';
+import { asSecurityResponse, FORGED_IDENTITY_HEADERS, securityCases } from '../helpers/security.ts';
 import { PUBLIC_URL, startTestApp, type TestApp } from '../helpers/app.ts';
 import { rawRequest, startEchoUpstream, type EchoUpstream } from '../helpers/upstream.ts';
 
@@ -36,10 +37,10 @@ interface World {
   policies: string;
 }
 
-async function world(t: { teardown(fn: () => unknown): void }, overrides: Record<string, string> = {}): Promise<World> {
+async function world(t: { teardown(fn: () => unknown): void }, overrides: Record<string, string> = {}, logger?: Logger): Promise<World> {
   const policies = policyDirectory();
   t.teardown(() => fs.rmSync(policies, { recursive: true, force: true }));
-  const testApp = await startTestApp(t, { POLICY_DIR: policies, UPSTREAM_RESPONSE_TIMEOUT_MS: '1000', ...overrides });
+  const testApp = await startTestApp(t, { POLICY_DIR: policies, UPSTREAM_RESPONSE_TIMEOUT_MS: '1000', ...overrides }, logger ? { logger } : {});
   const upstream = await startEchoUpstream();
   t.teardown(() => upstream.close());
   const { call, login, app } = testApp;
@@ -267,4 +268,173 @@ t.test('the identity API is reachable through the gateway at /identity/v3', asyn
   const users = await rawRequest(w.port, { path: '/identity/v3/users', headers: { host: 'gateway.test', 'x-auth-token': w.admin } });
   t.equal(users.status, 200);
   t.equal(JSON.parse(users.body).links.self, 'http://gateway.test/identity/v3/users');
+});
+
+t.test('application-credential access rules are enforced at the gateway', async (t) => {
+  const w = await world(t);
+  const { call, login } = w.testApp;
+  const user = (await call('GET', '/v3/users?name=gw-member')).json().users[0];
+  const session = (await login({ id: user.id }, 'Pw-1', { project: { id: w.projectId } })).token;
+  const created = await call(
+    'POST',
+    `/v3/users/${user.id}/application_credentials`,
+    { application_credential: { name: 'things-reader', access_rules: [{ service: 'echo', method: 'GET', path: '/v1/*/things' }] } },
+    session,
+  );
+  t.equal(created.statusCode, 201);
+  const credential = created.json().application_credential;
+  const issued = await call('POST', '/v3/auth/tokens', { auth: { identity: { methods: ['application_credential'], application_credential: { id: credential.id, secret: credential.secret } } } }, null);
+  t.equal(issued.statusCode, 201);
+  const token = String(issued.headers['x-subject-token']);
+
+  t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': token } })).status, 200, 'the rule matches');
+  const before = w.upstream.received.length;
+  const outside = await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things/x`, headers: { 'x-auth-token': token } });
+  t.equal(outside.status, 403, 'policy would allow a member this path, the access rules do not');
+  const wrongMethod = await rawRequest(w.port, { method: 'POST', path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': token } });
+  t.equal(wrongMethod.status, 403);
+  t.equal(w.upstream.received.length, before, 'nothing outside the rules reached the upstream');
+
+  // As keystonemiddleware: a valid service token alongside waives the access rules.
+  const withService = await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things/x`, headers: { 'x-auth-token': token, 'x-service-token': w.admin } });
+  t.equal(withService.status, 200);
+  const badService = await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things/x`, headers: { 'x-auth-token': token, 'x-service-token': 'gAAAAABnope' } });
+  t.equal(badService.status, 401, 'an invalid service token is refused, not ignored');
+});
+
+t.test('one audit line per request, never a token', async (t) => {
+  const lines: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+  const w = await world(t, {}, logger);
+  lines.length = 0;
+  const requests = [
+    { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.reader }, status: 200 },
+    { method: 'POST', path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.reader }, status: 403 },
+    { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': `${w.member}x` }, status: 401 },
+    { path: `/nothing/here`, headers: { 'x-auth-token': w.member }, status: 404 },
+  ];
+  for (const { status, ...request } of requests) t.equal((await rawRequest(w.port, request)).status, status, `${request.method ?? 'GET'} ${request.path}`);
+  const audits = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'gateway').map((entry) => entry.audit);
+  t.equal(audits.length, requests.length, 'one line per request');
+  const validated = (await w.testApp.call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': w.reader })).json().token;
+  t.match(audits[0], {
+    request_id: /^req-/,
+    audit_id: validated.audit_ids[0],
+    user_id: validated.user.id,
+    project_id: w.projectId,
+    service: 'echo',
+    method: 'GET',
+    path: `/echo/v1/${w.projectId}/things`,
+    rule: 'p, reader, project, /v1/{project_id}/things, GET, allow',
+    effect: 'allow',
+    upstream: w.upstream.url,
+    status: 200,
+    latency_ms: Number,
+  });
+  t.match(audits[1], { effect: 'deny', reason: 'no rule allows', status: 403 });
+  t.match(audits[2], { reason: 'invalid token', status: 401 });
+  t.match(audits[3], { reason: 'no internal endpoint', status: 404 });
+  const everything = lines.join('\n');
+  for (const token of [w.reader, w.member, w.admin]) t.notOk(everything.includes(token), 'no token in any log line');
+});
+
+t.test('POST /v3/gateway/policy/explain: admins ask how a request would be decided', async (t) => {
+  const w = await world(t);
+  const { call } = w.testApp;
+  const byRoles = await call('POST', '/v3/gateway/policy/explain', {
+    explain: { method: 'get', path: `/echo/v1/x/../${w.projectId}/things`, roles: ['reader'], scope: 'project', project_id: w.projectId, user_id: 'u1' },
+  });
+  t.equal(byRoles.statusCode, 200);
+  t.same(byRoles.json().explanation, {
+    allowed: true,
+    reason: 'allowed',
+    rule: 'p, reader, project, /v1/{project_id}/things, GET, allow',
+    source: 'echo.csv',
+    line: 2,
+    service: 'echo',
+    method: 'GET',
+    path: `/v1/${w.projectId}/things`,
+    subject: { roles: ['reader'], scope: 'project', project_id: w.projectId, user_id: 'u1' },
+    matches: [{ rule: 'p, reader, project, /v1/{project_id}/things, GET, allow', source: 'echo.csv', line: 2, effect: 'allow' }],
+  });
+  const byToken = await call('POST', '/v3/gateway/policy/explain', { explain: { method: 'POST', path: `/echo/v1/${w.otherProjectId}/things`, token: w.member } });
+  t.equal(byToken.statusCode, 200);
+  t.match(byToken.json().explanation, { allowed: false, reason: 'no rule allows', subject: { scope: 'project', project_id: w.projectId } });
+  t.same([...byToken.json().explanation.subject.roles].sort(), ['member', 'reader']);
+  const unknown = await call('POST', '/v3/gateway/policy/explain', { explain: { method: 'GET', path: '/nosuch/x', roles: ['admin'], scope: 'system' } });
+  t.match(unknown.json().explanation, { allowed: false, reason: 'unknown service', matches: [] });
+
+  const refused = [
+    { body: { explain: { method: 'GET', path: '/echo/v1' } }, status: 400, why: 'no subject' },
+    { body: { explain: { method: 'GET', path: '/echo/v1', token: w.member, roles: ['admin'], scope: 'system' } }, status: 400, why: 'both' },
+    { body: { explain: { method: 'GET', path: '/echo/%2e%2e/%2e%2e/x', roles: [], scope: 'project' } }, status: 400, why: 'a path the gateway refuses' },
+    { body: { explain: { method: 'BREW', path: '/echo/v1', roles: [], scope: 'project' } }, status: 400, why: 'unknown method' },
+    { body: { explain: { method: 'GET', path: '/echo/v1', roles: [], scope: 'galaxy' } }, status: 400, why: 'bad scope' },
+    { body: { explain: { method: 'GET', path: '/echo/v1', roles: [], scope: 'project', extra: 1 } }, status: 400, why: 'unknown field' },
+    // As for X-Subject-Token on GET /v3/auth/tokens: the token asked about is not found.
+    { body: { explain: { method: 'GET', path: '/echo/v1', token: 'gAAAAABnope' } }, status: 404, why: 'a token that does not validate' },
+  ];
+  for (const { body, status, why } of refused) {
+    const response = await call('POST', '/v3/gateway/policy/explain', body);
+    t.equal(response.statusCode, status, why);
+    t.equal(response.json().error.code, status, `${why}: Keystone-shaped`);
+  }
+  const asMember = await call('POST', '/v3/gateway/policy/explain', { explain: { method: 'GET', path: '/echo/v1', roles: ['admin'], scope: 'system' } }, w.member);
+  t.equal(asMember.statusCode, 403, 'admin only');
+});
+
+t.test('a policy reload under load fails no request', async (t) => {
+  const w = await world(t);
+  const path = `/echo/v1/${w.projectId}/things`;
+  const statuses: number[] = [];
+  const client = async () => {
+    for (let i = 0; i < 25; i++) statuses.push((await rawRequest(w.port, { path, headers: { 'x-auth-token': w.reader } })).status);
+  };
+  let done = false;
+  const clients = Promise.all(Array.from({ length: 8 }, client)).finally(() => (done = true));
+  let reloads = 0;
+  while (!done) {
+    // Equivalent rule sets that differ in text, so each reload really swaps.
+    fs.writeFileSync(`${w.policies}/echo.csv`, `${ECHO_RULES}p, reader, project, /v1/{project_id}/round-${reloads}, GET, allow\n`);
+    if (await w.testApp.app.reloadPolicy()) reloads++;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  await clients;
+  t.ok(reloads >= 3, `${reloads} reloads while ${statuses.length} requests ran`);
+  t.equal(statuses.length, 200);
+  t.same([...new Set(statuses)], [200], 'every request during the reloads succeeded');
+});
+
+t.test('every gateway route refuses missing, bad and forged credentials (shared generator)', async (t) => {
+  const w = await world(t);
+  const { call, login } = w.testApp;
+  const revoked = (await login({ name: 'gw-member', domain: { id: 'default' } }, 'Pw-1', { project: { id: w.projectId } })).token;
+  await call('DELETE', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': revoked });
+  // A member of another project only: the owner rules give it nothing here.
+  const outsider = (await call('POST', '/v3/users', { user: { name: 'gw-outsider', password: 'Pw-1' } })).json().user;
+  const elsewhere = (await call('POST', '/v3/projects', { project: { name: 'gw-elsewhere' } })).json().project;
+  const memberRole = (await call('GET', '/v3/roles?name=member')).json().roles[0];
+  await call('PUT', `/v3/projects/${elsewhere.id}/users/${outsider.id}/roles/${memberRole.id}`);
+  const outsiderToken = (await login({ id: outsider.id }, 'Pw-1', { project: { id: elsewhere.id } })).token;
+  const tokens = { member: outsiderToken, revoked, expiredOrGarbage: 'gAAAAABgarbage-token' };
+  const routes = [
+    { method: 'GET', url: `/echo/v1/${w.projectId}/things` },
+    { method: 'POST', url: `/echo/v1/${w.projectId}/things` },
+    { method: 'GET', url: `/echo/v1/${w.projectId}/things/x` },
+    { method: 'DELETE', url: `/echo/v1/${w.projectId}/things/x` },
+    { method: 'PUT', url: '/echo/v1/admin/secrets' },
+  ];
+  const send = async (route: { method: string; url: string }, headers: Record<string, string>) => {
+    const body = route.method === 'POST' || route.method === 'PUT' ? '{}' : undefined;
+    const response = await rawRequest(w.port, { method: route.method, path: route.url, headers: { ...headers, ...(body ? { 'content-type': 'application/json', 'content-length': '2' } : {}) }, body });
+    return asSecurityResponse(response);
+  };
+  for (const route of routes) {
+    const baseline = await send(route, { 'X-Auth-Token': outsiderToken });
+    for (const securityCase of securityCases({ ...route, public: false }, tokens)) {
+      const failure = securityCase.check(await send(route, securityCase.headers), baseline);
+      t.notOk(failure, `${route.method} ${route.url}: ${securityCase.name}${failure ? ` — ${failure}` : ''}`);
+    }
+  }
+  t.same(w.upstream.received, [], 'none of it reached the upstream');
 });

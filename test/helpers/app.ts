@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { Logger } from 'pino';
 import { buildApplication, type Application } from '../../src/app.ts';
 import { bootstrap } from '../../src/bootstrap.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
@@ -33,7 +34,7 @@ interface Teardown {
  * A bootstrapped service on a fresh database (embedded PGlite in memory, or a new PostgreSQL database
  * when TEST_DATABASE_URL/DATABASE_URL is set), a temporary key repository and a manual clock.
  */
-export async function startTestApp(t: Teardown, overrides: Record<string, string> = {}): Promise<TestApp> {
+export async function startTestApp(t: Teardown, overrides: Record<string, string> = {}, options: { logger?: Logger } = {}): Promise<TestApp> {
   const database = await createTestDatabase();
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-test-'));
   const config = loadConfig({
@@ -47,7 +48,7 @@ export async function startTestApp(t: Teardown, overrides: Record<string, string
   const clock = new ManualClock(Date.now());
   let app: Application;
   try {
-    app = await buildApplication(config, { clock, embeddedDirectory: 'memory', logger: false });
+    app = await buildApplication(config, { clock, embeddedDirectory: 'memory', logger: options.logger ?? false });
   } catch (error) {
     await database.drop();
     throw error;

@@ -1,4 +1,5 @@
-import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { InjectOptions } from 'fastify';
 
 /** A route as the service lists it. */
 export interface RouteUnderTest {
@@ -14,11 +15,24 @@ export interface SecurityTokens {
   expiredOrGarbage: string;
 }
 
+/** What the checks read of a response: fastify's inject answers and raw HTTP answers both fit. */
+export interface SecurityResponse {
+  statusCode: number;
+  headers: IncomingHttpHeaders | Record<string, string | string[] | number | undefined>;
+  body: string;
+  json(): any;
+}
+
+/** A raw HTTP answer (as test/helpers/upstream.ts rawRequest gives it) in the shape the checks read. */
+export function asSecurityResponse(response: { status: number; headers: IncomingHttpHeaders; body: string }): SecurityResponse {
+  return { statusCode: response.status, headers: response.headers, body: response.body, json: () => JSON.parse(response.body) };
+}
+
 export interface SecurityCase {
   name: string;
   headers: Record<string, string>;
   /** Returns a failure description, or undefined when the response is right. */
-  check(response: LightMyRequestResponse, baseline: LightMyRequestResponse): string | undefined;
+  check(response: SecurityResponse, baseline: SecurityResponse): string | undefined;
 }
 
 /** Every identity header keystonemiddleware sets: a client sending them must gain nothing. */
@@ -37,7 +51,7 @@ export const FORGED_IDENTITY_HEADERS: Record<string, string> = {
 
 const GENERIC_401 = 'The request you have made requires authentication.';
 
-function unauthorized(response: LightMyRequestResponse): string | undefined {
+function unauthorized(response: SecurityResponse): string | undefined {
   if (response.statusCode !== 401) return `expected 401, got ${response.statusCode}`;
   if (!String(response.headers['www-authenticate'] ?? '').startsWith('Keystone uri=')) return 'no WWW-Authenticate';
   if (response.body && response.json().error?.message !== GENERIC_401) return `unexpected body ${response.body}`;
