@@ -19,6 +19,28 @@ t.test('defaults', async (t) => {
   t.equal(config.dataDir, path.resolve('data'));
   t.equal(config.fernetKeyRepository, path.resolve('data', 'fernet-keys'));
   t.ok(config.requestTimeoutMs > 0, 'request timeout is never "no limit"');
+  t.ok(config.headersTimeoutMs > 0, 'headers timeout is never "no limit"');
+  t.match(config, {
+    maxHeaderBytes: 16_384,
+    gatewayRegion: 'RegionOne',
+    upstreamConnectTimeoutMs: 5_000,
+    upstreamResponseTimeoutMs: 60_000,
+    serviceTokenRoles: ['service'],
+    gatewayServiceCatalogHeader: false,
+  });
+  t.equal(config.policyDirectory, path.resolve(import.meta.dirname, '..', 'policies'), 'the checkout policies by default, wherever the service starts');
+});
+
+t.test('gateway settings from the environment', async (t) => {
+  const config = loadConfig({
+    GATEWAY_REGION: 'RegionTwo',
+    SERVICE_TOKEN_ROLES: 'service, nova-service,',
+    GATEWAY_SERVICE_CATALOG_HEADER: 'yes',
+    POLICY_DIR: '/etc/kg/policies',
+    MAX_HEADER_BYTES: '32768',
+  });
+  t.match(config, { gatewayRegion: 'RegionTwo', serviceTokenRoles: ['service', 'nova-service'], gatewayServiceCatalogHeader: true, policyDirectory: '/etc/kg/policies', maxHeaderBytes: 32_768 });
+  t.equal(loadConfig({ GATEWAY_SERVICE_CATALOG_HEADER: 'off' }).gatewayServiceCatalogHeader, false);
 });
 
 t.test('values from the environment', async (t) => {
@@ -48,6 +70,9 @@ t.test('bad values stop the start with the variable named', async (t) => {
     { TOKEN_EXPIRATION: '-5' },
     { FERNET_MAX_ACTIVE_KEYS: '0' },
     { LOG_LEVEL: 'loud' },
+    { GATEWAY_SERVICE_CATALOG_HEADER: 'maybe' },
+    { MAX_HEADER_BYTES: '10' },
+    { UPSTREAM_RESPONSE_TIMEOUT_MS: '0' },
   ];
   for (const environment of cases) {
     const name = Object.keys(environment)[0]!;

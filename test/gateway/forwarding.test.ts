@@ -1,0 +1,142 @@
+import fs from 'node:fs';
+import t from 'tap';
+import { FORGED_IDENTITY_HEADERS } from '../helpers/security.ts';
+import { PUBLIC_URL } from '../helpers/app.ts';
+import { ECHO_RULES, gatewayWorld, IDENTITY_HEADER } from '../helpers/gateway.ts';
+import { rawRequest, startEchoUpstream } from '../helpers/upstream.ts';
+
+// Requests that pass: where they go, what the upstream receives, what comes back.
+
+t.test('allowed requests reach the internal endpoint with exactly our identity headers', async (t) => {
+  const w = await gatewayWorld(t);
+  const response = await rawRequest(w.port, {
+    path: `/echo/v1/${w.projectId}/things?limit=2`,
+    headers: { 'x-auth-token': w.member, ...FORGED_IDENTITY_HEADERS, 'x-user-id': 'forged', 'X-PROJECT-ID': 'forged', 'x-service-token': '' },
+  });
+  t.equal(response.status, 200);
+  t.match(response.headers['x-openstack-request-id'], /^req-/);
+  const received = w.upstream.received.at(-1)!;
+  t.equal(received.url, `/v1/${w.projectId}/things?limit=2`, 'the endpoint path is not doubled; the query is kept');
+  const identity = Object.fromEntries(Object.entries(received.headers).filter(([name]) => IDENTITY_HEADER.test(name)));
+  const validated = (await w.testApp.call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': w.member })).json().token;
+  t.same(identity, {
+    'x-identity-status': 'Confirmed',
+    'x-user-id': validated.user.id,
+    'x-user-name': 'gw-member',
+    'x-user-domain-id': 'default',
+    'x-user-domain-name': 'Default',
+    'x-roles': validated.roles.map((role: { name: string }) => role.name).join(','),
+    'x-project-id': w.projectId,
+    'x-project-name': 'gw',
+    'x-project-domain-id': 'default',
+    'x-project-domain-name': 'Default',
+    'x-is-admin-project': 'True',
+  });
+  t.equal(received.headers['x-auth-token'], w.member, 'the token is forwarded unchanged for keystonemiddleware behind us');
+  t.equal(received.headers['x-forwarded-for'], '127.0.0.1');
+  t.equal(received.headers['x-forwarded-host'], `127.0.0.1:${w.port}`);
+  t.equal(received.headers['x-forwarded-proto'], 'http');
+  t.match(received.headers['x-openstack-request-id'], /^req-/);
+  t.equal(received.headers.host, `127.0.0.1:${w.upstream.port}`);
+
+  // Bodies keep their Content-Length (uwsgi behind us does not de-chunk), and Location is rewritten.
+  const created = await rawRequest(w.port, {
+    method: 'POST',
+    path: `/echo/v1/${w.projectId}/things`,
+    headers: { 'x-auth-token': w.member, 'content-type': 'application/json', 'content-length': '10' },
+    body: '{"a":"b"} ',
+  });
+  t.equal(created.status, 201);
+  const post = w.upstream.received.at(-1)!;
+  t.equal(post.headers['content-length'], '10');
+  t.notOk(post.headers['transfer-encoding']);
+  t.equal(post.body, '{"a":"b"} ');
+  t.equal(created.headers.location, `${PUBLIC_URL}/echo/v1/${w.projectId}/things/thing-1`, 'Location points at the public gateway URL');
+});
+
+t.test('upstream failures: slow is 504, down is 502', async (t) => {
+  const w = await gatewayWorld(t);
+  w.upstream.delayMs = 2000;
+  const slow = await rawRequest(w.port, { path: '/echo/v1/public/slow', headers: { 'x-auth-token': w.member } });
+  t.equal(slow.status, 504);
+  t.equal(JSON.parse(slow.body).error.code, 504);
+  w.upstream.delayMs = 0;
+  await w.upstream.close();
+  const down = await rawRequest(w.port, { path: '/echo/v1/public/down', headers: { 'x-auth-token': w.member } });
+  t.equal(down.status, 502);
+  t.equal(JSON.parse(down.body).error.title, 'Bad Gateway');
+});
+
+t.test('catalog and policy changes take effect without a restart', async (t) => {
+  const w = await gatewayWorld(t);
+  const path = `/echo/v1/${w.projectId}/things`;
+  t.equal((await rawRequest(w.port, { path, headers: { 'x-auth-token': w.reader } })).status, 200);
+
+  // A broken rule file: the last good policy stays.
+  fs.writeFileSync(`${w.policies}/echo.csv`, `${ECHO_RULES}p, reader, this is not a rule\n`);
+  t.equal(await w.testApp.app.reloadPolicy(), false);
+  t.equal((await rawRequest(w.port, { path, headers: { 'x-auth-token': w.reader } })).status, 200, 'still the old policy');
+  // A good change: readers lose GET on things.
+  fs.writeFileSync(`${w.policies}/echo.csv`, ECHO_RULES.replace(/^p, reader, project, \/v1\/\{project_id\}\/things, GET, allow\n/m, ''));
+  t.equal(await w.testApp.app.reloadPolicy(), true);
+  t.equal((await rawRequest(w.port, { path, headers: { 'x-auth-token': w.reader } })).status, 403, 'the new policy');
+
+  // The endpoint moves: the next request goes to the new place.
+  const second = await startEchoUpstream();
+  t.teardown(() => second.close());
+  const endpoints = (await w.testApp.call('GET', '/v3/endpoints?interface=internal')).json().endpoints;
+  const echo = endpoints.find((endpoint: { url: string }) => endpoint.url.startsWith(w.upstream.url));
+  await w.testApp.call('PATCH', `/v3/endpoints/${echo.id}`, { endpoint: { url: `${second.url}/v1` } });
+  t.equal((await rawRequest(w.port, { path: '/echo/v1/public/moved', headers: { 'x-auth-token': w.member } })).status, 200);
+  t.equal(second.received.at(-1)?.url, '/v1/public/moved');
+});
+
+t.test('the identity API is reachable through the gateway at /identity/v3', async (t) => {
+  const w = await gatewayWorld(t, { PUBLIC_URL: '' });
+  const version = await rawRequest(w.port, { path: '/identity/v3', headers: { host: 'gateway.test' } });
+  t.equal(version.status, 200);
+  t.equal(JSON.parse(version.body).version.links[0].href, 'http://gateway.test/identity/v3/');
+  const users = await rawRequest(w.port, { path: '/identity/v3/users', headers: { host: 'gateway.test', 'x-auth-token': w.admin } });
+  t.equal(users.status, 200);
+  t.equal(JSON.parse(users.body).links.self, 'http://gateway.test/identity/v3/users');
+});
+
+t.test('identity headers for system and domain scope, service tokens and the v2 catalog', async (t) => {
+  const w = await gatewayWorld(t, { GATEWAY_SERVICE_CATALOG_HEADER: 'true' });
+  const { login } = w.testApp;
+  const identityOf = () => Object.fromEntries(Object.entries(w.upstream.received.at(-1)!.headers).filter(([name]) => IDENTITY_HEADER.test(name)));
+
+  const system = (await login({ name: 'admin', domain: { id: 'default' } }, 'admin-secret', { system: { all: true } })).token;
+  t.equal((await rawRequest(w.port, { path: '/echo/v1/admin/x', headers: { 'x-auth-token': system } })).status, 200);
+  const systemHeaders = identityOf();
+  t.equal(systemHeaders['openstack-system-scope'], 'all');
+  t.notOk(systemHeaders['x-project-id'], 'no project for a system token');
+  t.ok(
+    JSON.parse(String(systemHeaders['x-service-catalog'])).some((entry: { type: string }) => entry.type === 'echo'),
+    'a system token carries the whole catalog, as in its token body',
+  );
+
+  const { call } = w.testApp;
+  const adminUser = (await call('GET', '/v3/users?name=admin')).json().users[0];
+  const adminRole = (await call('GET', '/v3/roles?name=admin')).json().roles[0];
+  t.equal((await call('PUT', `/v3/domains/default/users/${adminUser.id}/roles/${adminRole.id}`)).statusCode, 204);
+  const domain = (await login({ name: 'admin', domain: { id: 'default' } }, 'admin-secret', { domain: { id: 'default' } })).token;
+  t.equal((await rawRequest(w.port, { path: '/echo/v1/admin/x', headers: { 'x-auth-token': domain } })).status, 200);
+  t.match(identityOf(), { 'x-domain-id': 'default', 'x-domain-name': 'Default' });
+  t.notOk(identityOf()['openstack-system-scope']);
+
+  t.equal((await rawRequest(w.port, { path: '/echo/v1/public/x', headers: { 'x-auth-token': w.member, 'x-service-token': w.admin } })).status, 200);
+  const withService = identityOf();
+  t.match(withService, {
+    'x-user-name': 'gw-member',
+    'x-project-id': w.projectId,
+    'x-service-identity-status': 'Confirmed',
+    'x-service-user-name': 'admin',
+    'x-service-project-name': 'admin',
+    'x-service-roles': /admin/,
+  });
+  const catalog = JSON.parse(String(withService['x-service-catalog']));
+  const echo = catalog.find((entry: { type: string }) => entry.type === 'echo');
+  t.same(echo, { type: 'echo', name: 'echo', endpoints: [{ region: 'RegionOne', internalURL: `${w.upstream.url}/v1`, publicURL: 'http://gateway.test/echo/v1' }] });
+  t.equal(w.upstream.received.at(-1)!.headers['x-service-token'], w.admin, 'the service token is forwarded unchanged too');
+});
