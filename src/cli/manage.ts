@@ -1,11 +1,11 @@
 import fs from 'node:fs';
-import { buildApplication } from '../app.ts';
-import { bootstrap } from '../bootstrap.ts';
+import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
-import { embeddedDirectoryOf, Store } from '../store/database.ts';
-import { DataDirectoryLockedError } from '../store/embedded.ts';
+import { GatewayPolicy, PolicyLoadError, type PolicyRequest, type PolicyScope } from '../policy/gateway-policy.ts';
 import { FernetKeyRepository } from '../token/fernet-key-repository.ts';
-import { JwsKeyRepository } from '../token/jws-key-repository.ts';
+
+// The application, database and JOSE modules load on demand: the policy commands need none of
+// them, and they take several times longer to import than the policy engine.
 
 const USAGE = `Usage: npm run manage -- <command>
 
@@ -17,13 +17,44 @@ Commands (configuration comes from the same environment variables as the service
   fernet_rotate   rotate the Fernet keys, keeping FERNET_MAX_ACTIVE_KEYS
   jws_setup       create the JWS (ES256) key pair in JWS_KEY_REPOSITORY if there is none
   jws_rotate      add a new JWS key pair, keeping JWS_MAX_ACTIVE_KEYS public keys
+  policy test [DIR]
+                  load the gateway policy in DIR (default POLICY_DIR, else ./policies) and run
+                  its fixtures (DIR/tests/*.yaml); exit 1 if it does not load or a case fails
+  policy explain --service S --method M --path P --scope project|domain|system
+                 [--roles a,b] [--project-id X] [--user-id U] [--dir DIR] [--json]
+                  show how the gateway policy decides one request: the decision, the deciding
+                  line (file:line) and every matching line; exit 0 whether allowed or denied
 `;
 
-type Command = (config: Config) => Promise<void>;
+const POLICY_USAGE = `Usage:
+  npm run manage -- policy test [DIR]
+  npm run manage -- policy explain --service S --method M --path P --scope project|domain|system
+                                   [--roles a,b] [--project-id X] [--user-id U] [--dir DIR] [--json]
+
+  DIR defaults to POLICY_DIR, else ./policies. P is the canonical path after the service prefix
+  (/compute/v2.1/x -> --path /v2.1/x). --roles lists the token's roles with implied roles
+  included (default: none); --project-id is only meaningful with --scope project.
+`;
+
+/** Bad command-line arguments: reported with the usage, exit status 2. */
+class UsageError extends Error {
+  override name = 'UsageError';
+  constructor(
+    message: string,
+    readonly usage: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Resolves to the exit status; undefined means 0. */
+type Command = (config: Config, args: string[]) => Promise<number | void>;
 
 const commands: Record<string, Command> = {
   async bootstrap(config) {
     if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+    const { buildApplication } = await import('../app.ts');
+    const { bootstrap } = await import('../bootstrap.ts');
     const app = await buildApplication(config, { logger: false });
     try {
       const result = await bootstrap(app, { adminPassword: config.adminPassword, publicUrl: config.publicUrl });
@@ -36,6 +67,7 @@ const commands: Record<string, Command> = {
   },
   async db_sync(config) {
     if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+    const { embeddedDirectoryOf, Store } = await import('../store/database.ts');
     const store = await Store.open({ databaseUrl: config.databaseUrl, embeddedDirectory: embeddedDirectoryOf(config.dataDir) });
     try {
       const applied = await store.migrate();
@@ -62,6 +94,7 @@ const commands: Record<string, Command> = {
     console.log(`rotated Fernet keys in ${config.fernetKeyRepository}; running services pick them up without a restart`);
   },
   async jws_setup(config) {
+    const { JwsKeyRepository } = await import('../token/jws-key-repository.ts');
     const repository = new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys);
     if (repository.exists()) {
       console.log(`${config.jwsKeyRepository} already has keys; nothing to do`);
@@ -71,30 +104,143 @@ const commands: Record<string, Command> = {
     console.log(`created a JWS key pair in ${config.jwsKeyRepository}`);
   },
   async jws_rotate(config) {
+    const { JwsKeyRepository } = await import('../token/jws-key-repository.ts');
     const repository = new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys);
     if (!repository.exists()) throw new ConfigError(`${config.jwsKeyRepository} has no keys: run jws_setup first`);
     await repository.rotate();
     console.log(`rotated the JWS keys in ${config.jwsKeyRepository}; running services pick them up without a restart`);
   },
+  async policy(config, args) {
+    const [subcommand, ...rest] = args;
+    if (subcommand === 'test') return policyTest(config, rest);
+    if (subcommand === 'explain') return policyExplain(config, rest);
+    if (subcommand === 'help' || subcommand === '--help' || subcommand === '-h') {
+      process.stdout.write(POLICY_USAGE);
+      return 0;
+    }
+    throw new UsageError(subcommand ? `unknown policy command '${subcommand}'` : 'missing policy command (test or explain)', POLICY_USAGE);
+  },
 };
 
+/** `policy test [DIR]`: one line per failing fixture, then "N passed, M failed". */
+async function policyTest(config: Config, args: string[]): Promise<number> {
+  const { values, positionals } = parsePolicyArgs(args, { help: { type: 'boolean', short: 'h' } }, true);
+  if (values.help) {
+    process.stdout.write(POLICY_USAGE);
+    return 0;
+  }
+  if (positionals.length > 1) throw new UsageError(`expected at most one directory, got ${positionals.length}`, POLICY_USAGE);
+  const directory = positionals[0] ?? config.policyDirectory;
+  const policy = await GatewayPolicy.load(directory);
+  const { passed, failures } = await policy.runFixtures();
+  for (const failure of failures) console.log(`FAIL ${failure.replace(/\s*\n\s*/g, ' ')}`);
+  if (passed + failures.length === 0) console.log(`no fixtures in ${policy.directory}/tests`);
+  console.log(`${passed} passed, ${failures.length} failed`);
+  return failures.length === 0 ? 0 : 1;
+}
+
+const EXPLAIN_OPTIONS = {
+  service: { type: 'string' },
+  method: { type: 'string' },
+  path: { type: 'string' },
+  roles: { type: 'string' },
+  scope: { type: 'string' },
+  'project-id': { type: 'string' },
+  'user-id': { type: 'string' },
+  dir: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** `policy explain ...`: the decision, its deciding line and every matching line. */
+async function policyExplain(config: Config, args: string[]): Promise<number> {
+  const { values } = parsePolicyArgs(args, EXPLAIN_OPTIONS, false);
+  if (values.help) {
+    process.stdout.write(POLICY_USAGE);
+    return 0;
+  }
+  const required = (name: 'service' | 'method' | 'path' | 'scope'): string => {
+    const value = values[name];
+    if (value === undefined || value === '') throw new UsageError(`--${name} is required`, POLICY_USAGE);
+    return value;
+  };
+  const service = required('service');
+  // Node hands the gateway upper-case methods; accept 'get' for convenience.
+  const method = required('method').toUpperCase();
+  const requestPath = required('path');
+  if (!requestPath.startsWith('/')) throw new UsageError(`--path must start with '/' (the path after /${service})`, POLICY_USAGE);
+  const scope = required('scope');
+  if (!isPolicyScope(scope)) throw new UsageError(`--scope must be project, domain or system, not '${scope}'`, POLICY_USAGE);
+  const projectId = values['project-id'];
+  // The gateway passes a project id only for project-scoped tokens.
+  if (projectId !== undefined && scope !== 'project') throw new UsageError('--project-id needs --scope project', POLICY_USAGE);
+  const roles = (values.roles ?? '')
+    .split(',')
+    .map((role) => role.trim())
+    .filter((role) => role !== '');
+  const request: PolicyRequest = { service, roles, scope, userId: values['user-id'] ?? '', method, path: requestPath };
+  if (projectId !== undefined) request.projectId = projectId;
+
+  const policy = await GatewayPolicy.load(values.dir ?? config.policyDirectory);
+  const explanation = policy.explain(request);
+  if (values.json) {
+    console.log(JSON.stringify({ request, ...explanation }, null, 2));
+    return 0;
+  }
+  const owner = [projectId !== undefined ? `project ${projectId}` : '', request.userId ? `user ${request.userId}` : ''].filter(Boolean);
+  console.log(`request: ${method} ${requestPath} on ${service}; roles ${roles.join(',') || '(none)'}; scope ${scope}${owner.map((part) => `; ${part}`).join('')}`);
+  console.log(`decision: ${explanation.allowed ? 'allow' : 'deny'} (${explanation.reason})`);
+  if (explanation.rule !== undefined) console.log(`deciding rule: ${explanation.rule}  (${explanation.source}:${explanation.line})`);
+  else console.log('deciding rule: none');
+  if (explanation.reason === 'unknown service') console.log(`known services: ${policy.services().join(', ') || '(none)'}`);
+  console.log(`matching lines: ${explanation.matches.length}`);
+  for (const match of explanation.matches) console.log(`  ${match.effect.padEnd(5)}  ${match.source}:${match.line}  ${match.rule}`);
+  return 0;
+}
+
+function parsePolicyArgs<Options extends NonNullable<Parameters<typeof parseArgs>[0]>['options']>(
+  args: string[],
+  options: Options,
+  allowPositionals: boolean,
+) {
+  try {
+    return parseArgs({ args, options, allowPositionals, strict: true });
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error), POLICY_USAGE);
+  }
+}
+
+function isPolicyScope(scope: string): scope is PolicyScope {
+  return scope === 'project' || scope === 'domain' || scope === 'system';
+}
+
 async function run(argv: string[]): Promise<number> {
-  const [name] = argv;
+  const [name, ...args] = argv;
   const command = name ? commands[name] : undefined;
   if (!command) {
     process.stderr.write(name && name !== 'help' && name !== '--help' ? `unknown command '${name}'\n\n${USAGE}` : USAGE);
     return name && name !== 'help' && name !== '--help' ? 2 : 0;
   }
   try {
-    await command(loadConfig());
-    return 0;
+    return (await command(loadConfig(), args)) ?? 0;
   } catch (error) {
-    if (error instanceof ConfigError || error instanceof DataDirectoryLockedError) {
-      process.stderr.write(`manage ${name}: ${error.message}\n`);
+    if (error instanceof UsageError) {
+      process.stderr.write(`manage ${name}: ${error.message}\n\n${error.usage}`);
+      return 2;
+    }
+    const expected = error instanceof ConfigError || error instanceof PolicyLoadError ? error : await asDataDirectoryLocked(error);
+    if (expected) {
+      process.stderr.write(`manage ${name}: ${expected.message}\n`);
       return 1;
     }
     throw error;
   }
+}
+
+async function asDataDirectoryLocked(error: unknown): Promise<Error | undefined> {
+  // Only the database commands raise it, and they have loaded the module already.
+  const { DataDirectoryLockedError } = await import('../store/embedded.ts');
+  return error instanceof DataDirectoryLockedError ? error : undefined;
 }
 
 process.exitCode = await run(process.argv.slice(2));

@@ -102,6 +102,14 @@ interface PathTemplate {
   segments: TemplateSegment[];
   /** Position of the single '**' segment, or -1. */
   rest: number;
+  /** The owner placeholders, located in the request path (fixed even with a '**'). */
+  owners: OwnerSegment[];
+}
+
+interface OwnerSegment {
+  kind: 'project' | 'user';
+  /** Index into the request's segments: from the start if >= 0, from the end if negative. */
+  offset: number;
 }
 
 interface PolicyLine {
@@ -125,7 +133,12 @@ interface ServicePolicy {
   /** Per method, the lines naming that method or '*'; `otherMethods` holds only the '*' lines. */
   byMethod: Map<string, PathIndex>;
   otherMethods: PathIndex;
-  usesUserId: boolean;
+}
+
+/** A request's path segments and the positions of the lines whose template has its shape. */
+interface Candidates {
+  segments: string[];
+  positions: number[];
 }
 
 interface Evaluation {
@@ -157,6 +170,8 @@ export class GatewayPolicy {
   private constructor(
     readonly directory: string,
     private readonly byService: Map<string, ServicePolicy>,
+    /** True when the matcher sees path, project and user only through pathMatch: see decisionKey. */
+    private readonly keyedByTemplate: boolean,
     options: GatewayPolicyOptions,
   ) {
     const size = options.decisionCacheSize ?? DEFAULT_CACHE_SIZE;
@@ -169,7 +184,7 @@ export class GatewayPolicy {
   static async load(directory: string, options: GatewayPolicyOptions = {}): Promise<GatewayPolicy> {
     const modelFile = path.join(directory, 'model.conf');
     const modelText = await readText(modelFile);
-    parseModel(modelText, modelFile);
+    const keyedByTemplate = readsPathOnlyThroughPathMatch(parseModel(modelText, modelFile));
 
     const ruleFiles: string[] = [];
     let entries: string[];
@@ -187,7 +202,7 @@ export class GatewayPolicy {
     }
 
     const byService = new Map<string, ServicePolicy>();
-    const policy = new GatewayPolicy(directory, byService, options);
+    const policy = new GatewayPolicy(directory, byService, keyedByTemplate, options);
     for (const entry of ruleFiles) {
       const service = entry.slice(0, -'.csv'.length);
       const file = path.join(directory, entry);
@@ -204,17 +219,21 @@ export class GatewayPolicy {
     return [...this.byService.keys()].sort();
   }
 
-  /** Decides one gateway request; synchronous and cached (bounded LRU). */
+  /**
+   * Decides one gateway request; synchronous. Decisions are cached (bounded LRU) per route
+   * template rather than per concrete path, so requests differing only in resource ids share one.
+   */
   decide(request: PolicyRequest): PolicyDecision {
     const service = this.byService.get(request.service);
     if (!service) return UNKNOWN_SERVICE;
+    const candidates = candidatesFor(service, request);
+    if (!candidates) return NO_RULE;
     const roles = roleList(request.roles);
-    if (!this.cacheEnabled) return this.evaluate(service, request, roles, false).decision;
-    const key = cacheKey(service, request, roles);
-    if (key === undefined) return this.evaluate(service, request, roles, false).decision;
+    const key = this.cacheEnabled ? this.decisionKey(service, request, roles, candidates) : undefined;
+    if (key === undefined) return this.evaluate(service, request, roles, candidates, false).decision;
     const cached = this.decisions.get(key);
     if (cached) return cached;
-    const decision = this.evaluate(service, request, roles, false).decision;
+    const decision = this.evaluate(service, request, roles, candidates, false).decision;
     this.decisions.set(key, decision, 0);
     return decision;
   }
@@ -223,7 +242,9 @@ export class GatewayPolicy {
   explain(request: PolicyRequest): PolicyExplanation {
     const service = this.byService.get(request.service);
     if (!service) return { ...UNKNOWN_SERVICE, matches: [] };
-    const { decision, matches } = this.evaluate(service, request, roleList(request.roles), true);
+    const candidates = candidatesFor(service, request);
+    if (!candidates) return { ...NO_RULE, matches: [] };
+    const { decision, matches } = this.evaluate(service, request, roleList(request.roles), candidates, true);
     return { ...decision, matches: matches ?? [] };
   }
 
@@ -237,13 +258,30 @@ export class GatewayPolicy {
     return this.decisions.size;
   }
 
-  private evaluate(service: ServicePolicy, request: PolicyRequest, roles: string, explain: boolean): Evaluation {
-    if (!request.path.startsWith('/')) return { decision: NO_RULE, matches: [] };
-    const segments = request.path.slice(1).split('/');
-    const index = service.byMethod.get(request.method) ?? service.otherMethods;
-    const candidates = index.candidates(segments);
-    if (candidates.length === 0) return { decision: NO_RULE, matches: [] };
-    const rows = candidates.map((position) => service.lines[position]!.fields);
+  /**
+   * The cache key. Within one service the candidates are exactly the lines whose template has the
+   * path's shape, so the matcher's path term reduces to each owner placeholder's equality with the
+   * token's project or user; with that recorded per candidate, the concrete path and ids add
+   * nothing. A matcher that reads r.obj, r.project or r.user elsewhere gets them in the key too.
+   * Undefined (not cached) when a part holds the separator and could collide.
+   */
+  private decisionKey(service: ServicePolicy, request: PolicyRequest, roles: string, candidates: Candidates): string | undefined {
+    const parts = [service.name, roles, request.scope, request.method];
+    if (!this.keyedByTemplate) parts.push(request.projectId ?? '', request.userId, request.path);
+    if (parts.some((part) => part.includes('\0'))) return undefined;
+    let lines = '';
+    for (const position of candidates.positions) {
+      lines += position;
+      const { owners } = service.lines[position]!.template;
+      if (owners.length > 0) lines += ownersMatch(owners, candidates.segments, request) ? '+' : '-';
+      lines += ',';
+    }
+    parts.push(lines);
+    return parts.join('\0');
+  }
+
+  private evaluate(service: ServicePolicy, request: PolicyRequest, roles: string, candidates: Candidates, explain: boolean): Evaluation {
+    const rows = candidates.positions.map((position) => service.lines[position]!.fields);
 
     const recorder = explain ? new RecordingEffector() : undefined;
     const allRows = service.rules.policy;
@@ -284,7 +322,7 @@ export class GatewayPolicy {
       matches = [];
       effects.forEach((effect, position) => {
         if (effect !== casbin.Effect.Allow && effect !== casbin.Effect.Deny) return;
-        const line = service.lines[candidates[position]!]!;
+        const line = service.lines[candidates.positions[position]!]!;
         matches!.push({ rule: line.text, source: line.source, line: line.line, effect: line.effect });
       });
     }
@@ -322,7 +360,6 @@ export class GatewayPolicy {
       lineByRow: new Map(lines.map((line) => [rowKey(line.fields), line])),
       byMethod,
       otherMethods,
-      usesUserId: lines.some((line) => line.template.segments.some((segment) => segment.kind === 'user')),
     };
     // A matcher that cannot run (an edited model.conf) must fail the load, not the first request.
     const allRows = rules.policy;
@@ -446,6 +483,7 @@ function compileTemplate(template: string): PathTemplate | string {
   if (!template.startsWith('/')) return `path template '${template}' must start with '/'`;
   const parts = template.slice(1).split('/');
   const segments: TemplateSegment[] = [];
+  const ownerPositions: { kind: OwnerSegment['kind']; position: number }[] = [];
   let rest = -1;
   for (const [position, part] of parts.entries()) {
     // An empty part is only the root template '/' or a deliberate trailing slash.
@@ -458,8 +496,10 @@ function compileTemplate(template: string): PathTemplate | string {
       segments.push({ kind: 'one' });
     } else if (part === '{project_id}') {
       segments.push({ kind: 'project' });
+      ownerPositions.push({ kind: 'project', position });
     } else if (part === '{user_id}') {
       segments.push({ kind: 'user' });
+      ownerPositions.push({ kind: 'user', position });
     } else if (PLACEHOLDER.test(part)) {
       segments.push({ kind: 'one' });
     } else if (/[*{}]/.test(part)) {
@@ -468,7 +508,31 @@ function compileTemplate(template: string): PathTemplate | string {
       segments.push({ kind: 'literal', value: part });
     }
   }
-  return { segments, rest };
+  // After a '**' a segment sits at a fixed distance from the end of the path.
+  const owners = ownerPositions.map(({ kind, position }) => ({
+    kind,
+    offset: rest !== -1 && position > rest ? position - segments.length : position,
+  }));
+  return { segments, rest, owners };
+}
+
+/** Whether every owner placeholder of a candidate's template holds the token's own id. */
+function ownersMatch(owners: OwnerSegment[], segments: string[], request: PolicyRequest): boolean {
+  for (const { kind, offset } of owners) {
+    const value = segments[offset >= 0 ? offset : segments.length + offset];
+    const expected = kind === 'project' ? (request.projectId ?? '') : request.userId;
+    if (value === undefined || value === '' || value !== expected) return false;
+  }
+  return true;
+}
+
+/** The candidate lines for the request's method and path shape; undefined when there are none. */
+function candidatesFor(service: ServicePolicy, request: PolicyRequest): Candidates | undefined {
+  if (!request.path.startsWith('/')) return undefined;
+  const segments = request.path.slice(1).split('/');
+  const index = service.byMethod.get(request.method) ?? service.otherMethods;
+  const positions = index.candidates(segments);
+  return positions.length === 0 ? undefined : { segments, positions };
 }
 
 function segmentMatches(segment: TemplateSegment, value: string, projectId: string, userId: string): boolean {
@@ -579,6 +643,16 @@ function parseModel(text: string, file: string): Model {
   return model;
 }
 
+/**
+ * Whether the matcher reads the request's path, project and user only as the arguments of the
+ * canonical pathMatch term, which the template-keyed decision cache relies on.
+ */
+function readsPathOnlyThroughPathMatch(model: Model): boolean {
+  const matcher = (model.model.get('m')?.get('m')?.value ?? '').replace(/\s+/g, '');
+  const rest = matcher.split('pathMatch(r_obj,p_obj,r_project,r_user)').join('');
+  return !/\br_(obj|project|user)\b/.test(rest);
+}
+
 /** Hands Casbin the validated rows; the files are read and checked by parseRuleFile. */
 class RowsAdapter implements Adapter {
   constructor(private readonly rows: string[][]) {}
@@ -660,21 +734,6 @@ class RecordingStream implements EffectorStream {
 function roleList(roles: string[]): string {
   const usable = roles.filter((role) => role !== '' && !role.includes(','));
   return [...new Set(usable)].sort().join(',');
-}
-
-function cacheKey(service: ServicePolicy, request: PolicyRequest, roles: string): string | undefined {
-  const parts = [
-    roles,
-    request.scope,
-    request.projectId ?? '',
-    service.usesUserId ? request.userId : '',
-    service.name,
-    request.method,
-    request.path,
-  ];
-  // NUL separates the parts, so a part containing one could collide: such requests are not cached.
-  if (parts.some((part) => part.includes('\0'))) return undefined;
-  return parts.join('\0');
 }
 
 function rowKey(fields: readonly string[]): string {
