@@ -88,14 +88,19 @@ function routeToGateway(request: http.IncomingMessage): boolean {
 
 /** Malformed requests, oversized headers, smuggling attempts: answered before any handler runs. */
 function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  answerOnSocket(socket, status, http.STATUS_CODES[status] ?? 'Bad Request');
+}
+
+/** A Keystone-shaped error written straight to a socket that no handler will see, then closed. */
+function answerOnSocket(socket: Duplex, status: number, message: string, extraHeaders = ''): void {
   if (!socket.writable) {
     socket.destroy();
     return;
   }
-  const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-  const body = JSON.stringify({ error: { code: status, title: http.STATUS_CODES[status], message: http.STATUS_CODES[status] } });
+  const body = JSON.stringify({ error: { code: status, title: http.STATUS_CODES[status], message } });
   socket.end(
-    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extraHeaders}Connection: close\r\n\r\n${body}`,
   );
 }
 
@@ -119,6 +124,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
             if (gateway && routeToGateway(request)) void gateway.handle(request, response);
             else identityHandler(request, response);
           },
+        );
+        // Node hands CONNECT to a 'connect' listener, and closes the socket silently without one.
+        httpServer.on('connect', (_request, socket: Duplex) =>
+          answerOnSocket(socket, 405, 'The method is not allowed for the requested URL.', 'Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n'),
         );
         // With a server factory, fastify leaves the timeouts to us; Node's 0 would mean "no limit".
         httpServer.keepAliveTimeout = 72_000;

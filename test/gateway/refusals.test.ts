@@ -106,6 +106,13 @@ t.test('HTTP-level defences', async (t) => {
   const trace = await rawRequest(w.port, { method: 'TRACE', path: '/echo/v1/public/x', headers: { 'x-auth-token': w.member } });
   t.equal(trace.status, 405);
   t.equal(JSON.parse(trace.body).error.code, 405);
+  const connect = await send(`CONNECT 127.0.0.1:${w.upstream.port} HTTP/1.1\r\nHost: 127.0.0.1:${w.upstream.port}\r\nX-Auth-Token: ${w.member}\r\n\r\n`);
+  t.match(connect, /^HTTP\/1\.1 405 /, 'CONNECT is answered 405, never tunnelled');
+  t.match(connect, /"code":405/);
+  const chunked = await send(
+    `POST /echo/v1/public/x HTTP/1.1\r\nHost: a\r\nX-Auth-Token: ${w.member}\r\nTransfer-Encoding: chunked, identity\r\nConnection: close\r\n\r\n0\r\n\r\n`,
+  );
+  t.match(chunked, /^HTTP\/1\.1 400/, 'a Transfer-Encoding that does not end in chunked is refused');
 });
 
 t.test('application-credential access rules are enforced at the gateway', async (t) => {
