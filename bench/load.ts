@@ -1,0 +1,174 @@
+/**
+ * One scenario run: preflight, warm-up, then the measured autocannon run with the CPU time of the
+ * scenario's processes read before and after.
+ */
+import autocannon, { type Instance, type Options } from 'autocannon';
+import { cpuMs, settle } from './processes.ts';
+import type { ProcessRole, Scenario } from './scenarios.ts';
+
+export interface LoadSettings {
+  /** seconds */
+  duration: number;
+  connections: number;
+  /** seconds; 0 skips the warm-up */
+  warmup: number;
+  /** per-request timeout, seconds */
+  timeout: number;
+}
+
+export interface ScenarioResult {
+  name: string;
+  request: string;
+  measures: string;
+  /** Set when the scenario did not run (preflight refused); the run counts as failed. */
+  skipped?: string;
+  durationS: number;
+  /** Completed responses, any status. */
+  requests: number;
+  /** Completed plus those still in flight at the end: the CPU-per-request denominator. */
+  sent: number;
+  rps: number;
+  latencyMs: { p50: number; p90: number; p99: number; max: number };
+  statusCodes: Record<string, number>;
+  non2xx: number;
+  /** Socket errors and timeouts. */
+  errors: number;
+  timeouts: number;
+  errorSamples: string[];
+  /** CPU µs per request for each measured process role (absent: not measured). */
+  cpuUsPerRequest: Partial<Record<ProcessRole, number>>;
+  /** The processes were still busy 60 s after the run: CPU per request is an underestimate. */
+  cpuIncomplete?: boolean;
+}
+
+/** The running autocannon instance, so Ctrl-C can stop it. */
+let current: Instance | undefined;
+export function stopLoad(): void {
+  current?.stop();
+}
+
+/** Latencies of every response (autocannon's own histogram keeps 2xx only, in whole ms). */
+class Latencies {
+  private values = new Float64Array(1 << 16);
+  private count = 0;
+
+  add(ms: number): void {
+    if (this.count === this.values.length) {
+      const grown = new Float64Array(this.values.length * 2);
+      grown.set(this.values);
+      this.values = grown;
+    }
+    this.values[this.count++] = ms;
+  }
+
+  summary(): ScenarioResult['latencyMs'] {
+    const sorted = this.values.subarray(0, this.count).sort();
+    const at = (fraction: number) => (this.count ? sorted[Math.min(this.count - 1, Math.ceil(fraction * this.count) - 1)]! : 0);
+    const round = (ms: number) => Math.round(ms * 100) / 100;
+    return { p50: round(at(0.5)), p90: round(at(0.9)), p99: round(at(0.99)), max: round(at(1)) };
+  }
+}
+
+function run(options: Options, latencies?: Latencies, errorSamples?: Set<string>) {
+  return new Promise<import('autocannon').Result>((resolve, reject) => {
+    const instance = autocannon(options, (error, result) => {
+      current = undefined;
+      if (error) reject(error);
+      else resolve(result);
+    });
+    current = instance;
+    if (latencies) instance.on('response', (_client, _status, _bytes, responseTimeMs) => latencies.add(responseTimeMs));
+    if (errorSamples) {
+      instance.on('reqError', (error: Error) => {
+        if (errorSamples.size < 5) errorSamples.add(error.message || String(error));
+      });
+    }
+  });
+}
+
+/**
+ * One request outside the load, so a scenario that cannot succeed (a 401 from a missing policy, a
+ * 404 from an unregistered endpoint) is reported with its body instead of hammered for N seconds.
+ */
+async function preflight(scenario: Scenario): Promise<string | undefined> {
+  try {
+    const response = await fetch(scenario.url, { method: scenario.method, headers: scenario.headers, body: scenario.body });
+    const text = await response.text();
+    if (response.status >= 200 && response.status < 300) return undefined;
+    return `preflight got HTTP ${response.status}: ${text.slice(0, 300)}`;
+  } catch (error) {
+    return `preflight failed: ${(error as Error).message}`;
+  }
+}
+
+export async function runScenario(scenario: Scenario, settings: LoadSettings): Promise<ScenarioResult> {
+  const base: ScenarioResult = {
+    name: scenario.name,
+    request: `${scenario.method} ${new URL(scenario.url).pathname}${new URL(scenario.url).search}`,
+    measures: scenario.measures,
+    durationS: 0,
+    requests: 0,
+    sent: 0,
+    rps: 0,
+    latencyMs: { p50: 0, p90: 0, p99: 0, max: 0 },
+    statusCodes: {},
+    non2xx: 0,
+    errors: 0,
+    timeouts: 0,
+    errorSamples: [],
+    cpuUsPerRequest: {},
+  };
+  const refused = await preflight(scenario);
+  if (refused) return { ...base, skipped: refused };
+
+  const options: Options = {
+    url: scenario.url,
+    method: scenario.method,
+    headers: scenario.headers,
+    ...(scenario.body === undefined ? {} : { body: scenario.body }),
+    connections: settings.connections,
+    timeout: settings.timeout,
+    pipelining: 1,
+  };
+  const roles = Object.entries(scenario.processes).filter(([, pids]) => pids && pids.length) as [ProcessRole, number[]][];
+  const allPids = roles.flatMap(([, pids]) => pids);
+
+  // Warm-up: JIT and caches. Few connections, so that its in-flight tail when it stops is short
+  // (64 queued cost-12 hashes would take half a minute on a busy 2-core machine).
+  if (settings.warmup > 0) await run({ ...options, connections: Math.min(settings.connections, 8), duration: settings.warmup });
+  await settle(allPids);
+
+  const before = new Map(roles.map(([role, pids]) => [role, cpuMs(pids)]));
+  const latencies = new Latencies();
+  const errorSamples = new Set<string>();
+  const result = await run({ ...options, duration: settings.duration }, latencies, errorSamples);
+  // Requests still in flight when autocannon stopped are processed anyway: wait for them, and count
+  // them (at most one per connection) so short runs of slow scenarios are not overstated.
+  // autocannon's `sent` itself is no use here: it counts a request twice when the server closes
+  // each connection (Keystone's uwsgi peer sends Connection: close).
+  const settled = await settle(allPids);
+  const inFlight = Math.min(settings.connections, Math.max(0, result.requests.sent - result.requests.total));
+  const sent = result.requests.total + inFlight;
+  const cpuUsPerRequest: ScenarioResult['cpuUsPerRequest'] = {};
+  for (const [role, pids] of roles) {
+    cpuUsPerRequest[role] = sent ? Math.round(((cpuMs(pids) - before.get(role)!) * 1000) / sent) : 0;
+  }
+
+  const statusCodes: Record<string, number> = {};
+  for (const [code, { count }] of Object.entries(result.statusCodeStats)) statusCodes[code] = count;
+  return {
+    ...base,
+    durationS: result.duration,
+    requests: result.requests.total,
+    sent,
+    rps: result.duration ? Math.round((result.requests.total / result.duration) * 10) / 10 : 0,
+    latencyMs: latencies.summary(),
+    statusCodes,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    errorSamples: [...errorSamples],
+    cpuUsPerRequest,
+    ...(settled ? {} : { cpuIncomplete: true }),
+  };
+}

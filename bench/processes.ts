@@ -1,0 +1,311 @@
+/**
+ * Child processes of the benchmark (the service under test, the upstream, the bare proxy), their CPU
+ * time, and a cleanup stack that runs on normal exit, on errors and on Ctrl-C.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export const ROOT = path.resolve(import.meta.dirname, '..');
+
+// ---- cleanup ----------------------------------------------------------------------------------
+
+type CleanupStep = { name: string; run: () => Promise<void> | void };
+const steps: CleanupStep[] = [];
+/** Children still alive, killed synchronously from the 'exit' hook if nothing else got to them. */
+const liveChildren = new Set<ChildProcess>();
+let cleaning: Promise<void> | undefined;
+
+/** Registers a step for cleanup(); steps run in reverse order of registration (last started, first stopped). */
+export function onCleanup(name: string, run: () => Promise<void> | void): void {
+  // Something started while cleanup was already running (Ctrl-C during start-up): undo it now.
+  if (cleaning) void (async () => run())().catch(() => {});
+  else steps.push({ name, run });
+}
+
+let interrupted = false;
+
+/** Ctrl-C or SIGTERM arrived: the caller must stop starting work (the signal handler exits). */
+export function isInterrupted(): boolean {
+  return interrupted;
+}
+
+/** Runs every registered step once, even if some fail; later calls wait for the first. */
+export function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    while (steps.length) {
+      const step = steps.pop()!;
+      try {
+        await step.run();
+      } catch (error) {
+        process.stderr.write(`bench cleanup: ${step.name} failed: ${(error as Error).message}\n`);
+      }
+    }
+  })();
+  return cleaning;
+}
+
+/**
+ * Ctrl-C and SIGTERM: the terminal also sends SIGINT to our children (same process group), but a
+ * SIGTERM to us alone would not reach them, and temp dirs and the Postgres database need removing.
+ */
+export function installSignalHandlers(stopLoad: () => void): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (interrupted) return; // a second Ctrl-C while cleaning up: the exit hook still kills children
+      interrupted = true;
+      process.stderr.write(`\nbench: ${signal}, stopping and cleaning up...\n`);
+      stopLoad();
+      void cleanup().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+    });
+  }
+  // Last resort (an uncaught throw, process.exit elsewhere): never leave children running.
+  process.on('exit', () => {
+    for (const child of liveChildren) child.kill('SIGKILL');
+  });
+}
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** Thrown from a waitFor check to stop waiting at once (other failures mean "not yet"). */
+class ServiceExited extends Error {}
+
+async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ready = await check().catch((error: unknown) => {
+      if (error instanceof ServiceExited) throw error;
+      return false;
+    });
+    if (ready) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** A temp directory removed at cleanup. */
+export function tempDirectory(prefix: string): string {
+  const directory = mkdtempSync(path.join(os.tmpdir(), prefix));
+  onCleanup(`remove ${directory}`, () => rmSync(directory, { recursive: true, force: true }));
+  return directory;
+}
+
+/** SIGTERM, then SIGKILL if the process has not exited within `graceMs`. */
+async function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+function track(child: ChildProcess, name: string): void {
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+  onCleanup(`stop ${name} (pid ${child.pid})`, () => stopChild(child));
+}
+
+// ---- the service under test -------------------------------------------------------------------
+
+/** The service's own settings that must not leak in from the caller's shell (reproducibility). */
+const SERVICE_SETTINGS = [
+  'PORT', 'HOST', 'PUBLIC_URL', 'DATABASE_URL', 'DATA_DIR', 'REDIS_URL', 'ADMIN_PASSWORD', 'TOKEN_EXPIRATION',
+  'FERNET_KEY_REPOSITORY', 'FERNET_MAX_ACTIVE_KEYS', 'TOKEN_PROVIDER', 'JWS_KEY_REPOSITORY', 'JWS_MAX_ACTIVE_KEYS',
+  'PASSWORD_HASH_ROUNDS', 'SECRET_PEPPER', 'LOG_LEVEL', 'POLICY_DIR', 'GATEWAY_REGION', 'UPSTREAM_CONNECTIONS',
+  'GATEWAY_SERVICE_CATALOG_HEADER', 'SERVICE_TOKEN_ROLES',
+];
+
+export interface ServiceProcess {
+  url: string;
+  pid: number;
+  /** What the bench passed on top of a cleaned environment, for the results file (no secrets). */
+  settings: Record<string, string>;
+}
+
+/**
+ * Starts `node --import=tsx src/main.ts` as production does, with a temp DATA_DIR and the given
+ * policy directory. The caller's service settings are dropped (PASSWORD_HASH_ROUNDS=4 from a test
+ * shell would make the password scenario meaningless); BENCH_SERVICE_<NAME>=value passes NAME=value.
+ */
+export async function startService(options: { adminPassword: string; policyDirectory: string; databaseUrl?: string }): Promise<ServiceProcess> {
+  const port = await freePort();
+  const environment: Record<string, string | undefined> = { ...process.env };
+  for (const name of SERVICE_SETTINGS) delete environment[name];
+  const settings: Record<string, string> = { LOG_LEVEL: 'warn', POLICY_DIR: options.policyDirectory, DATA_DIR: tempDirectory('kg-bench-data-') };
+  if (options.databaseUrl) settings.DATABASE_URL = options.databaseUrl;
+  for (const [name, value] of Object.entries(process.env)) {
+    if (name.startsWith('BENCH_SERVICE_') && name !== 'BENCH_SERVICE_NODE_ARGS' && value !== undefined) settings[name.slice('BENCH_SERVICE_'.length)] = value;
+  }
+  // BENCH_SERVICE_NODE_ARGS: extra node flags for the service only, e.g. --cpu-prof (not allowed in NODE_OPTIONS).
+  const nodeArgs = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, '--import=tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    env: { ...environment, ...settings, ADMIN_PASSWORD: options.adminPassword, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  track(child, 'service');
+  let output = '';
+  // Keep only the tail: a long run at LOG_LEVEL=debug must not grow this without bound.
+  const keep = (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000));
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitFor(async () => {
+      if (child.exitCode !== null || child.signalCode !== null) throw new ServiceExited(`the service exited (${child.exitCode ?? child.signalCode})`);
+      return (await fetch(`${url}/v3`)).status === 200;
+    }, `the service on ${url}`);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}\n--- service output ---\n${output}`);
+  }
+  child.stderr?.on('data', (chunk: Buffer) => process.stderr.write(`[service] ${chunk.toString()}`));
+  if (nodeArgs.length) settings.NODE_ARGS = nodeArgs.join(' ');
+  return { url, pid: child.pid!, settings };
+}
+
+/** A fresh database on the BENCH_DATABASE_URL server, dropped at cleanup (after the service stops). */
+export async function createDatabase(serverUrl: string): Promise<string> {
+  const { default: pg } = await import('pg');
+  const name = `kg_bench_${process.pid}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  onCleanup(`drop database ${name}`, async () => {
+    const client = new pg.Client({ connectionString: serverUrl });
+    await client.connect();
+    try {
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    } finally {
+      await client.end();
+    }
+  });
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+// ---- helper servers (upstream, bare proxy) ----------------------------------------------------
+
+export interface HelperProcess {
+  url: string;
+  pid: number;
+}
+
+/**
+ * Runs bench/<script> in its own process (its CPU must be measurable apart from ours and the
+ * service's). It listens on port 0 and reports the port over IPC, so there is no port race; it
+ * exits when the IPC channel closes, i.e. when this process dies, even by SIGKILL.
+ */
+export async function startHelper(script: string, args: string[] = []): Promise<HelperProcess> {
+  const child = spawn(process.execPath, ['--import=tsx', path.join(ROOT, 'bench', script), ...args], {
+    cwd: ROOT,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  track(child, script);
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${script} did not report its port`)), 30_000);
+    child.once('message', (message: { port?: number }) => {
+      clearTimeout(timer);
+      if (typeof message?.port === 'number') resolve(message.port);
+      else reject(new Error(`${script} sent ${JSON.stringify(message)}`));
+    });
+    child.once('exit', (code) => reject(new Error(`${script} exited with code ${code}`)));
+  });
+  return { url: `http://127.0.0.1:${port}`, pid: child.pid! };
+}
+
+// ---- CPU time ---------------------------------------------------------------------------------
+
+let clockTicks: number | undefined;
+
+/** Clock ticks per second of /proc/<pid>/stat times (almost always 100; asked, not assumed). */
+export function clockTicksPerSecond(): number {
+  clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  return clockTicks;
+}
+
+interface ProcStat {
+  ppid: number;
+  ticks: number;
+}
+
+/** ppid and utime+stime of one process; undefined if it is gone. */
+function readStat(pid: number): ProcStat | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
+  return { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) };
+}
+
+/**
+ * CPU time (ms) used so far by the given processes and all their live descendants, as bench.sh
+ * counts it (a service that forks workers is measured whole).
+ */
+export function cpuMs(pids: readonly number[]): number {
+  if (!pids.length) return 0;
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = readStat(Number(entry));
+    if (!stat) continue;
+    const siblings = children.get(stat.ppid) ?? [];
+    siblings.push(Number(entry));
+    children.set(stat.ppid, siblings);
+  }
+  let ticks = 0;
+  const seen = new Set<number>();
+  const visit = (pid: number) => {
+    if (seen.has(pid)) return;
+    seen.add(pid);
+    ticks += readStat(pid)?.ticks ?? 0;
+    for (const child of children.get(pid) ?? []) visit(child);
+  };
+  for (const pid of pids) visit(pid);
+  return (ticks * 1000) / clockTicksPerSecond();
+}
+
+/**
+ * Waits until the processes are idle (at most one clock tick, 10 ms, over 250 ms), at most `maxMs`;
+ * false if they never were. Requests still in flight when a run stops (64 queued bcrypt hashes
+ * take seconds) would otherwise be billed to the next scenario.
+ */
+export async function settle(pids: readonly number[], maxMs = 60_000): Promise<boolean> {
+  if (!pids.length) {
+    await new Promise((resolve) => setTimeout(resolve, 1000)); // unknown server processes: a fixed pause
+    return true;
+  }
+  const deadline = Date.now() + maxMs;
+  let last = cpuMs(pids);
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const now = cpuMs(pids);
+    if (now - last <= 1000 / clockTicksPerSecond()) return true;
+    last = now;
+  }
+  return false;
+}
