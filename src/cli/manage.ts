@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
-import { GatewayPolicy, PolicyLoadError, type PolicyRequest, type PolicyScope } from '../policy/gateway-policy.ts';
+import { GatewayPolicy, type PolicyRequest, type PolicyScope } from '../policy/gateway-policy.ts';
+import { PolicyLoadError } from '../policy/policy-files.ts';
 import { FernetKeyRepository } from '../token/fernet-key-repository.ts';
 
 // The application, database and JOSE modules load on demand: the policy commands need none of

@@ -1,14 +1,23 @@
-import { readdir, readFile, stat } from 'node:fs/promises';
-import { createRequire } from 'node:module';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type * as CasbinModule from 'casbin';
-import type { Adapter, Assertion, Effect, Effector, EffectorStream, Model } from 'casbin';
-import { parseDocument } from 'yaml';
+import type { Assertion, Effector, Model } from 'casbin';
 import { GenerationCache } from '../cache.ts';
-
-// The CommonJS build of Casbin, on purpose: its ESM build down-levels object spread into a
-// defineProperty loop that roughly doubles the cost of every policy line evaluated.
-const casbin = createRequire(import.meta.url)('casbin') as typeof CasbinModule;
+import {
+  casbin,
+  isFile,
+  messageOf,
+  normaliseRule,
+  PolicyLoadError,
+  readFixtureFiles,
+  readText,
+  RecordingEffector,
+  roleList,
+  roleMatcher,
+  rowKey,
+  RowsAdapter,
+  type PolicyFixtureResult,
+} from './policy-files.ts';
 
 export type PolicyScope = 'project' | 'domain' | 'system';
 
@@ -58,28 +67,9 @@ export interface PolicyFixtureCase {
   rule?: string;
 }
 
-export interface PolicyFixtureResult {
-  passed: number;
-  failures: string[];
-}
-
 export interface GatewayPolicyOptions {
   /** Bound of the decision cache (entries); 0 disables it. */
   decisionCacheSize?: number;
-}
-
-/** The policy directory (model, a rule file or a fixture set) is unusable; names the file and line. */
-export class PolicyLoadError extends Error {
-  constructor(
-    message: string,
-    readonly file?: string,
-    readonly line?: number,
-    /** Fixture failures, when fixtures are what failed. */
-    readonly failures: readonly string[] = [],
-  ) {
-    super(message);
-    this.name = 'PolicyLoadError';
-  }
 }
 
 const SCOPES = new Set(['project', 'domain', 'system', '*']);
@@ -379,43 +369,12 @@ export class GatewayPolicy {
 
 /** Reads every `*.yaml`/`*.yml` fixture file of `testsDirectory`; a missing directory holds none. */
 export async function loadPolicyFixtures(testsDirectory: string): Promise<{ cases: PolicyFixtureCase[]; failures: string[] }> {
-  let entries: string[];
-  try {
-    entries = await readdir(testsDirectory);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { cases: [], failures: [] };
-    return { cases: [], failures: [`${testsDirectory}: ${messageOf(error)}`] };
-  }
+  const { fixtures, failures } = await readFixtureFiles(testsDirectory);
   const cases: PolicyFixtureCase[] = [];
-  const failures: string[] = [];
-  for (const entry of entries.sort()) {
-    if (!/\.ya?ml$/.test(entry) || entry.startsWith('.')) continue;
-    const file = path.join(testsDirectory, entry);
-    const label = path.join(path.basename(testsDirectory), entry);
-    let document: ReturnType<typeof parseDocument>;
-    try {
-      if (!(await isFile(file))) continue;
-      document = parseDocument(await readFile(file, 'utf8'));
-    } catch (error) {
-      failures.push(`${label}: ${messageOf(error)}`);
-      continue;
-    }
-    const syntaxError = document.errors[0];
-    if (syntaxError) {
-      failures.push(`${label}: YAML error: ${syntaxError.message.split('\n')[0]}`);
-      continue;
-    }
-    const content: unknown = document.toJS();
-    if (content === null || content === undefined) continue;
-    if (!Array.isArray(content)) {
-      failures.push(`${label}: expected a list of cases`);
-      continue;
-    }
-    content.forEach((raw: unknown, index) => {
-      const parsed = parseFixtureCase(raw, label, index);
-      if (typeof parsed === 'string') failures.push(parsed);
-      else cases.push(parsed);
-    });
+  for (const { label, index, value } of fixtures) {
+    const parsed = parseFixtureCase(value, label, index);
+    if (typeof parsed === 'string') failures.push(parsed);
+    else cases.push(parsed);
   }
   return { cases, failures };
 }
@@ -653,40 +612,6 @@ function readsPathOnlyThroughPathMatch(model: Model): boolean {
   return !/\br_(obj|project|user)\b/.test(rest);
 }
 
-/** Hands Casbin the validated rows; the files are read and checked by parseRuleFile. */
-class RowsAdapter implements Adapter {
-  constructor(private readonly rows: string[][]) {}
-  async loadPolicy(model: Model): Promise<void> {
-    model.addPolicies('p', 'p', this.rows);
-  }
-  async savePolicy(): Promise<boolean> {
-    throw new Error('gateway policies are read-only');
-  }
-  async addPolicy(): Promise<void> {
-    throw new Error('gateway policies are read-only');
-  }
-  async removePolicy(): Promise<void> {
-    throw new Error('gateway policies are read-only');
-  }
-  async removeFilteredPolicy(): Promise<void> {
-    throw new Error('gateway policies are read-only');
-  }
-}
-
-/** roleMatch(roles, sub): the role list is parsed once per request, not once per line. */
-function roleMatcher(): (roles: string, sub: string) => boolean {
-  let lastRoles: string | undefined;
-  let lastSet = new Set<string>();
-  return (roles, sub) => {
-    if (sub === '*') return true;
-    if (roles !== lastRoles) {
-      lastRoles = roles;
-      lastSet = new Set(roles === '' ? [] : roles.split(','));
-    }
-    return lastSet.has(sub);
-  };
-}
-
 /** pathMatch(obj, template, project, user) over templates compiled at load. */
 function pathMatcher(lines: PolicyLine[]): (obj: string, template: string, projectId: string, userId: string) => boolean {
   const templates = new Map(lines.map((line) => [line.fields[2]!, line.template]));
@@ -703,52 +628,10 @@ function pathMatcher(lines: PolicyLine[]): (obj: string, template: string, proje
   };
 }
 
-/** Records every line's effect (Casbin pushes one per evaluated line, in order) and never stops early. */
-class RecordingEffector implements Effector {
-  last: RecordingStream | undefined;
-  newStream(expr: string): EffectorStream {
-    this.last = new RecordingStream(new casbin.DefaultEffector().newStream(expr));
-    return this.last;
-  }
-}
-
-class RecordingStream implements EffectorStream {
-  readonly effects: Effect[] = [];
-  private done = false;
-  constructor(private readonly inner: EffectorStream) {}
-  current(): boolean {
-    return this.inner.current();
-  }
-  pushEffect(effect: Effect): [boolean, boolean, boolean] {
-    this.effects.push(effect);
-    if (this.done) return [this.inner.current(), false, false];
-    const [result, record, done] = this.inner.pushEffect(effect);
-    this.done = done;
-    return [result, record, false];
-  }
-}
-
 // ---- helpers ----------------------------------------------------------------------------------
-
-/** Sorted, de-duplicated roles as one string; a name with a comma could never match a line, so it is dropped. */
-function roleList(roles: string[]): string {
-  const usable = roles.filter((role) => role !== '' && !role.includes(','));
-  return [...new Set(usable)].sort().join(',');
-}
-
-function rowKey(fields: readonly string[]): string {
-  return fields.join('\0');
-}
 
 function lineDecision(allowed: boolean, reason: PolicyDecision['reason'], line: PolicyLine): PolicyDecision {
   return Object.freeze({ allowed, reason, rule: line.text, source: line.source, line: line.line });
-}
-
-function normaliseRule(rule: string): string {
-  return rule
-    .split(',')
-    .map((field) => field.trim())
-    .join(', ');
 }
 
 function parseFixtureCase(raw: unknown, file: string, index: number): PolicyFixtureCase | string {
@@ -799,24 +682,4 @@ function parseFixtureCase(raw: unknown, file: string, index: number): PolicyFixt
   const fixture: PolicyFixtureCase = { file, index, name, request, expect };
   if (fields.rule !== undefined) fixture.rule = fields.rule as string;
   return fixture;
-}
-
-async function isFile(file: string): Promise<boolean> {
-  try {
-    return (await stat(file)).isFile();
-  } catch (error) {
-    throw new PolicyLoadError(`${file}: ${messageOf(error)}`, file);
-  }
-}
-
-async function readText(file: string): Promise<string> {
-  try {
-    return await readFile(file, 'utf8');
-  } catch (error) {
-    throw new PolicyLoadError(`${file}: cannot read: ${messageOf(error)}`, file);
-  }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

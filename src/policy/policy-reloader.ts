@@ -1,6 +1,7 @@
 import { existsSync, watch, type FSWatcher } from 'node:fs';
 import path from 'node:path';
-import { GatewayPolicy, PolicyLoadError, type GatewayPolicyOptions } from './gateway-policy.ts';
+import { GatewayPolicy, type GatewayPolicyOptions } from './gateway-policy.ts';
+import { PolicyLoadError } from './policy-files.ts';
 
 export interface PolicyReloaderLog {
   info(o: object, m: string): void;

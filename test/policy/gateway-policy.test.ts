@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { GatewayPolicy, PolicyLoadError, type PolicyRequest } from '../../src/policy/gateway-policy.ts';
+import { GatewayPolicy, type PolicyRequest } from '../../src/policy/gateway-policy.ts';
+import { PolicyLoadError } from '../../src/policy/policy-files.ts';
 import { policyDirectory, ruleFile, shippedModel, shippedPolicyDirectory } from './policy-directory.ts';
 
 /** A project-scoped request for service "demo" with no roles; override what a case needs. */
