@@ -1,17 +1,19 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type * as CasbinModule from 'casbin';
-import type { Assertion, Effector, Model } from 'casbin';
+import type { Assertion, Model } from 'casbin';
 import { GenerationCache } from '../cache.ts';
 import {
   casbin,
   isFile,
   messageOf,
   normaliseRule,
+  parseModel,
   PolicyLoadError,
   readFixtureFiles,
   readText,
-  RecordingEffector,
+  enforceNarrowed,
+  matchingLines,
   roleList,
   roleMatcher,
   rowKey,
@@ -74,9 +76,7 @@ export interface GatewayPolicyOptions {
 
 const SCOPES = new Set(['project', 'domain', 'system', '*']);
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT']);
-const REQUEST_TOKENS = ['r_roles', 'r_scope', 'r_project', 'r_user', 'r_obj', 'r_act'];
-const POLICY_TOKENS = ['p_sub', 'p_scope', 'p_obj', 'p_act', 'p_eft'];
-const DENY_OVERRIDES = 'some(where (p_eft == allow)) && !some(where (p_eft == deny))';
+const MODEL_FIELDS = { request: ['roles', 'scope', 'project', 'user', 'obj', 'act'], policy: ['sub', 'scope', 'obj', 'act', 'eft'] } as const;
 const SERVICE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 const PLACEHOLDER = /^\{[A-Za-z_][A-Za-z0-9_]*\}$/;
 const DEFAULT_CACHE_SIZE = 10_000;
@@ -155,7 +155,6 @@ class GatewayEnforcer extends casbin.Enforcer {
 export class GatewayPolicy {
   private readonly decisions: GenerationCache<string, PolicyDecision>;
   private readonly cacheEnabled: boolean;
-  private readonly defaultEffector: Effector = new casbin.DefaultEffector();
 
   private constructor(
     readonly directory: string,
@@ -174,7 +173,7 @@ export class GatewayPolicy {
   static async load(directory: string, options: GatewayPolicyOptions = {}): Promise<GatewayPolicy> {
     const modelFile = path.join(directory, 'model.conf');
     const modelText = await readText(modelFile);
-    const keyedByTemplate = readsPathOnlyThroughPathMatch(parseModel(modelText, modelFile));
+    const keyedByTemplate = readsPathOnlyThroughPathMatch(parseModel(modelText, modelFile, MODEL_FIELDS));
 
     const ruleFiles: string[] = [];
     let entries: string[];
@@ -207,6 +206,10 @@ export class GatewayPolicy {
 
   services(): string[] {
     return [...this.byService.keys()].sort();
+  }
+
+  summary(): Record<string, unknown> {
+    return { services: this.services() };
   }
 
   /**
@@ -273,27 +276,14 @@ export class GatewayPolicy {
   private evaluate(service: ServicePolicy, request: PolicyRequest, roles: string, candidates: Candidates, explain: boolean): Evaluation {
     const rows = candidates.positions.map((position) => service.lines[position]!.fields);
 
-    const recorder = explain ? new RecordingEffector() : undefined;
-    const allRows = service.rules.policy;
-    // Casbin scans only the candidates; safe because enforceExSync runs to completion synchronously.
-    service.rules.policy = rows;
-    if (recorder) service.enforcer.setEffector(recorder);
-    let result: [boolean, string[]];
-    try {
-      result = service.enforcer.enforceExSync(
-        roles,
-        request.scope,
-        request.projectId ?? '',
-        request.userId,
-        request.path,
-        request.method,
-      );
-    } finally {
-      service.rules.policy = allRows;
-      if (recorder) service.enforcer.setEffector(this.defaultEffector);
-    }
-
-    const [allowed, row] = result;
+    const { allowed, row, effects } = enforceNarrowed(service.enforcer, service.rules, rows, explain, [
+      roles,
+      request.scope,
+      request.projectId ?? '',
+      request.userId,
+      request.path,
+      request.method,
+    ]);
     const decidingLine = row.length > 0 ? service.lineByRow.get(rowKey(row)) : undefined;
     let decision: PolicyDecision;
     if (allowed && decidingLine) {
@@ -306,24 +296,14 @@ export class GatewayPolicy {
       decision = NO_RULE;
     }
 
-    let matches: PolicyMatch[] | undefined;
-    if (recorder) {
-      const effects = recorder.last?.effects ?? [];
-      matches = [];
-      effects.forEach((effect, position) => {
-        if (effect !== casbin.Effect.Allow && effect !== casbin.Effect.Deny) return;
-        const line = service.lines[candidates.positions[position]!]!;
-        matches!.push({ rule: line.text, source: line.source, line: line.line, effect: line.effect });
-      });
-    }
+    const matches = effects ? matchingLines(effects, candidates.positions.map((position) => service.lines[position]!)) : undefined;
     return { decision, matches };
   }
 
   private async buildService(name: string, lines: PolicyLine[], modelText: string, modelFile: string): Promise<ServicePolicy> {
-    const model = parseModel(modelText, modelFile);
+    const model = parseModel(modelText, modelFile, MODEL_FIELDS);
     const rows = lines.map((line) => line.fields);
     const enforcer = await casbin.newEnforcerWithClass(GatewayEnforcer, model, new RowsAdapter(rows));
-    enforcer.setEffector(this.defaultEffector);
     await enforcer.addFunction('roleMatch', roleMatcher());
     await enforcer.addFunction('pathMatch', pathMatcher(lines));
     const rules = enforcer.getModel().model.get('p')?.get('p');
@@ -420,7 +400,7 @@ function parseRuleFile(text: string, file: string, source: string): PolicyLine[]
     if (fields[0] !== 'p') fail(`only 'p' lines are allowed (roles arrive with implied roles expanded)`);
     const values = fields.slice(1);
     if (values.length !== 5) fail(`expected 5 fields after 'p' (sub, scope, path, method, effect), found ${values.length}`);
-    const [sub, scope, template, method, effect] = values as [string, string, string, string, string];
+    const [, scope, template, method, effect] = values as [string, string, string, string, string];
     if (values.some((value) => value === '')) fail('empty field');
     if (values.some((value) => value.includes('"'))) fail('quotes are not supported');
     if (!SCOPES.has(scope)) fail(`unknown scope '${scope}' (expected project, domain, system or *)`);
@@ -579,28 +559,6 @@ function collect(node: PathNode, path: string[], position: number, found: number
 
 // ---- Casbin plumbing --------------------------------------------------------------------------
 
-function parseModel(text: string, file: string): Model {
-  let model: Model;
-  try {
-    model = casbin.newModelFromString(text);
-  } catch (error) {
-    throw new PolicyLoadError(`${file}: ${messageOf(error)}`, file);
-  }
-  const requestTokens = model.model.get('r')?.get('r')?.tokens ?? [];
-  const policyTokens = model.model.get('p')?.get('p')?.tokens ?? [];
-  const effect = model.model.get('e')?.get('e')?.value;
-  if (requestTokens.join() !== REQUEST_TOKENS.join()) {
-    throw new PolicyLoadError(`${file}: request_definition must be r = roles, scope, project, user, obj, act`, file);
-  }
-  if (policyTokens.join() !== POLICY_TOKENS.join()) {
-    throw new PolicyLoadError(`${file}: policy_definition must be p = sub, scope, obj, act, eft`, file);
-  }
-  // Decision reasons ('denied by rule') rely on deny-overrides.
-  if (effect !== DENY_OVERRIDES) {
-    throw new PolicyLoadError(`${file}: policy_effect must be some(where (p.eft == allow)) && !some(where (p.eft == deny))`, file);
-  }
-  return model;
-}
 
 /**
  * Whether the matcher reads the request's path, project and user only as the arguments of the

@@ -2,7 +2,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type * as CasbinModule from 'casbin';
-import type { Adapter, Effect, Effector, EffectorStream, Model } from 'casbin';
+import type { Adapter, Assertion, Effect, Effector, EffectorStream, Model } from 'casbin';
 import { parseDocument } from 'yaml';
 
 // What the gateway policy and the identity policy share: reading their files, fixtures, and the
@@ -172,4 +172,85 @@ export async function readText(file: string): Promise<string> {
 
 export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** One enforce over some of a rule set's lines, and what each line's effect was when `record` is set. */
+export interface NarrowedResult {
+  allowed: boolean;
+  /** The deciding row, [] when none. */
+  row: string[];
+  /** Per given row, in order: the effect Casbin pushed (explain only). */
+  effects?: readonly Effect[];
+}
+
+/**
+ * Runs Casbin's matcher over `rows` only (lines a pre-filter picked out of the whole set), not
+ * over every line it holds. Safe because enforceExSync runs to completion synchronously: nothing
+ * else sees the narrowed set.
+ */
+export function enforceNarrowed(
+  enforcer: CasbinModule.Enforcer,
+  rules: Assertion,
+  rows: string[][],
+  record: boolean,
+  request: unknown[],
+): NarrowedResult {
+  const recorder = record ? new RecordingEffector() : undefined;
+  const allRows = rules.policy;
+  rules.policy = rows;
+  if (recorder) enforcer.setEffector(recorder);
+  try {
+    const [allowed, row] = enforcer.enforceExSync(...request);
+    return recorder ? { allowed, row, effects: recorder.last?.effects ?? [] } : { allowed, row };
+  } finally {
+    rules.policy = allRows;
+    if (recorder) enforcer.setEffector(DEFAULT_EFFECTOR);
+  }
+}
+
+const DEFAULT_EFFECTOR: Effector = new casbin.DefaultEffector();
+
+/** A rule line as written in its file. */
+export interface WrittenLine {
+  text: string;
+  source: string;
+  line: number;
+  effect: 'allow' | 'deny';
+}
+
+/** The lines Casbin found matching (effect allow or deny), in the order they were given. */
+export function matchingLines(effects: readonly Effect[], lines: readonly WrittenLine[]): { rule: string; source: string; line: number; effect: 'allow' | 'deny' }[] {
+  const matches: { rule: string; source: string; line: number; effect: 'allow' | 'deny' }[] = [];
+  effects.forEach((effect, position) => {
+    if (effect !== casbin.Effect.Allow && effect !== casbin.Effect.Deny) return;
+    const line = lines[position]!;
+    matches.push({ rule: line.text, source: line.source, line: line.line, effect: line.effect });
+  });
+  return matches;
+}
+
+const DENY_OVERRIDES = 'some(where (p_eft == allow)) && !some(where (p_eft == deny))';
+
+/**
+ * Parses a model.conf and checks it has the request and policy fields the loader passes, in that
+ * order, and the deny-overrides effect (decision reasons such as 'denied by rule' rely on it).
+ */
+export function parseModel(text: string, file: string, fields: { request: readonly string[]; policy: readonly string[] }): Model {
+  let model: Model;
+  try {
+    model = casbin.newModelFromString(text);
+  } catch (error) {
+    throw new PolicyLoadError(`${file}: ${messageOf(error)}`, file);
+  }
+  const tokens = (section: string) => (model.model.get(section)?.get(section)?.tokens ?? []).join();
+  if (tokens('r') !== fields.request.map((field) => `r_${field}`).join()) {
+    throw new PolicyLoadError(`${file}: request_definition must be r = ${fields.request.join(', ')}`, file);
+  }
+  if (tokens('p') !== fields.policy.map((field) => `p_${field}`).join()) {
+    throw new PolicyLoadError(`${file}: policy_definition must be p = ${fields.policy.join(', ')}`, file);
+  }
+  if (model.model.get('e')?.get('e')?.value !== DENY_OVERRIDES) {
+    throw new PolicyLoadError(`${file}: policy_effect must be some(where (p.eft == allow)) && !some(where (p.eft == deny))`, file);
+  }
+  return model;
 }

@@ -1,20 +1,30 @@
 import { existsSync, watch, type FSWatcher } from 'node:fs';
 import path from 'node:path';
 import { GatewayPolicy, type GatewayPolicyOptions } from './gateway-policy.ts';
-import { PolicyLoadError } from './policy-files.ts';
+import { PolicyLoadError, type PolicyFixtureResult } from './policy-files.ts';
+
+/** What the reloader needs of a policy: its fixtures, and a summary for the log. */
+export interface ReloadablePolicy {
+  runFixtures(testsDirectory: string): Promise<PolicyFixtureResult>;
+  summary(): Record<string, unknown>;
+}
 
 export interface PolicyReloaderLog {
   info(o: object, m: string): void;
   error(o: object, m: string): void;
 }
 
-export interface PolicyReloaderOptions {
+export interface PolicyReloaderOptions<P extends ReloadablePolicy = GatewayPolicy> {
   directory: string;
   /** Receives each new policy that loaded and passed its fixtures; assign it in one statement. */
-  onSwap(policy: GatewayPolicy): void;
+  onSwap(policy: P): void;
   log: PolicyReloaderLog;
   /** Quiet period after the last file event before reloading (ms). */
   debounceMs?: number;
+  /** Loads the directory; the gateway policy (with `policyOptions`) unless given. */
+  load?: (directory: string) => Promise<P>;
+  /** Names the policy in log lines. */
+  name?: string;
   policyOptions?: GatewayPolicyOptions;
 }
 
@@ -25,7 +35,7 @@ const RELEVANT = /(\.csv|\.conf|\.ya?ml)$|^tests$|^\.\.data$/;
  * Loads the gateway policy and replaces it when its files change, but only with a set that loads
  * and passes its own fixtures; otherwise the last good policy stays in force.
  */
-export class PolicyReloader {
+export class PolicyReloader<P extends ReloadablePolicy = GatewayPolicy> {
   private readonly directory: string;
   private readonly testsDirectory: string;
   private readonly debounceMs: number;
@@ -36,24 +46,29 @@ export class PolicyReloader {
   /** The reload waiting to start (later requests join it) and the tail of the serial chain. */
   private queued: Promise<boolean> | undefined;
   private tail: Promise<unknown> = Promise.resolve();
-  private last: GatewayPolicy | undefined;
+  private last: P | undefined;
+  private readonly load: (directory: string) => Promise<P>;
+  private readonly name: string;
 
-  constructor(private readonly options: PolicyReloaderOptions) {
+  constructor(private readonly options: PolicyReloaderOptions<P>) {
     this.directory = options.directory;
     this.testsDirectory = path.join(options.directory, 'tests');
     this.debounceMs = options.debounceMs ?? 100;
+    this.name = options.name ?? 'gateway policy';
+    // Without a loader, P is the default GatewayPolicy.
+    this.load = options.load ?? ((directory) => GatewayPolicy.load(directory, options.policyOptions) as unknown as Promise<P>);
   }
 
   /** The last policy this reloader loaded successfully, if any. */
-  get current(): GatewayPolicy | undefined {
+  get current(): P | undefined {
     return this.last;
   }
 
   /** Loads the policy and runs its fixtures; throws PolicyLoadError if either fails (the caller installs the result). */
-  async loadInitial(): Promise<GatewayPolicy> {
+  async loadInitial(): Promise<P> {
     const policy = await this.loadChecked();
     this.last = policy;
-    this.options.log.info({ directory: this.directory, services: policy.services() }, 'gateway policy loaded');
+    this.options.log.info({ directory: this.directory, ...policy.summary() }, `${this.name} loaded`);
     return policy;
   }
 
@@ -92,30 +107,30 @@ export class PolicyReloader {
   }
 
   private async reloadNow(): Promise<boolean> {
-    let policy: GatewayPolicy;
+    let policy: P;
     try {
       policy = await this.loadChecked();
     } catch (error) {
       const failures = error instanceof PolicyLoadError ? error.failures : [];
       this.options.log.error(
         { directory: this.directory, err: error instanceof Error ? error.message : String(error), failures },
-        'gateway policy reload rejected; keeping the last good policy',
+        `${this.name} reload rejected; keeping the last good policy`,
       );
       return false;
     }
     try {
       this.options.onSwap(policy);
     } catch (error) {
-      this.options.log.error({ directory: this.directory, err: error instanceof Error ? error.message : String(error) }, 'gateway policy swap failed');
+      this.options.log.error({ directory: this.directory, err: error instanceof Error ? error.message : String(error) }, `${this.name} swap failed`);
       return false;
     }
     this.last = policy;
-    this.options.log.info({ directory: this.directory, services: policy.services() }, 'gateway policy reloaded');
+    this.options.log.info({ directory: this.directory, ...policy.summary() }, `${this.name} reloaded`);
     return true;
   }
 
-  private async loadChecked(): Promise<GatewayPolicy> {
-    const policy = await GatewayPolicy.load(this.directory, this.options.policyOptions);
+  private async loadChecked(): Promise<P> {
+    const policy = await this.load(this.directory);
     const { passed, failures } = await policy.runFixtures(this.testsDirectory);
     if (failures.length > 0) {
       throw new PolicyLoadError(
@@ -132,12 +147,12 @@ export class PolicyReloader {
     try {
       const watcher = watch(directory, { persistent: false }, (_event, filename) => this.changed(filename));
       watcher.on('error', (error) => {
-        this.options.log.error({ directory, err: error.message }, 'gateway policy watch failed');
+        this.options.log.error({ directory, err: error.message }, `${this.name} watch failed`);
       });
       watcher.unref();
       return watcher;
     } catch (error) {
-      this.options.log.error({ directory, err: error instanceof Error ? error.message : String(error) }, 'cannot watch the gateway policy directory');
+      this.options.log.error({ directory, err: error instanceof Error ? error.message : String(error) }, `cannot watch the ${this.name} directory`);
       return undefined;
     }
   }
