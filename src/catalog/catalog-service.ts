@@ -59,7 +59,14 @@ export interface CatalogSubstitutions {
 
 /** Regions, services and endpoints, and the catalog a token carries. */
 export class CatalogService {
-  constructor(private readonly store: Store) {}
+  /** The enabled services and endpoints, read once per data generation (every token body needs them). */
+  private enabled: { generation: number; rows: Promise<{ services: Service[]; endpoints: Endpoint[] }> } | undefined;
+
+  constructor(
+    private readonly store: Store,
+    /** Changes whenever the data may have changed (ClusterSync.generation); without it nothing is cached. */
+    private readonly generation?: () => number,
+  ) {}
 
   // ---- regions ---------------------------------------------------------------------------
 
@@ -282,9 +289,7 @@ export class CatalogService {
    * needs a project id are dropped when there is none (domain and system tokens).
    */
   async catalog(substitutions: CatalogSubstitutions): Promise<CatalogEntry[]> {
-    const em = this.store.reader();
-    const services = await em.find(ServiceEntity, { enabled: true }, { orderBy: { type: 'asc', id: 'asc' } });
-    const endpoints = await em.find(EndpointEntity, { enabled: true }, { orderBy: { interface: 'asc', id: 'asc' } });
+    const { services, endpoints } = await this.enabledRows();
     const byService = new Map<string, CatalogEntry['endpoints']>();
     for (const endpoint of endpoints) {
       const url = substitute(endpoint.url, substitutions);
@@ -294,6 +299,25 @@ export class CatalogService {
       byService.set(endpoint.serviceId, list);
     }
     return services.map((service) => ({ service, endpoints: byService.get(service.id) ?? [] }));
+  }
+
+  private enabledRows(): Promise<{ services: Service[]; endpoints: Endpoint[] }> {
+    const generation = this.generation?.();
+    if (generation !== undefined && this.enabled?.generation === generation) return this.enabled.rows;
+    const rows = (async () => {
+      const em = this.store.reader();
+      const services = await em.find(ServiceEntity, { enabled: true }, { orderBy: { type: 'asc', id: 'asc' } });
+      const endpoints = await em.find(EndpointEntity, { enabled: true }, { orderBy: { interface: 'asc', id: 'asc' } });
+      return { services, endpoints };
+    })();
+    if (generation !== undefined) {
+      this.enabled = { generation, rows };
+      // A failed read is not kept: the next call tries again.
+      rows.catch(() => {
+        if (this.enabled?.rows === rows) this.enabled = undefined;
+      });
+    }
+    return rows;
   }
 }
 
