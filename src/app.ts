@@ -8,12 +8,15 @@ import { AssignmentService } from './assignment/assignment-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
+import { Redis } from 'ioredis';
+import { AuditTrail, LogAuditSink, RedisStreamAuditSink, type AuditSink } from './events/audit.ts';
 import { ClusterSync } from './events/cluster-sync.ts';
 import { LocalEventBus, RedisEventBus } from './events/event-bus.ts';
 import { Revocations } from './events/revocation.ts';
 import type { App, IdentityApi } from './http/context.ts';
 import { Gateway } from './gateway/gateway.ts';
 import { UpstreamDirectory } from './gateway/upstreams.ts';
+import { clientAddressResolver } from './http/client-address.ts';
 import { handleFrameworkError } from './http/errors.ts';
 import { MOUNT_PREFIX } from './http/links.ts';
 import type { GatewayPolicy } from './policy/gateway-policy.ts';
@@ -23,7 +26,8 @@ import { IdentityService } from './identity/identity-service.ts';
 import { ApplicationCredentialService } from './identity/application-credential-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
 import { loadPepper, SecretHasher } from './identity/secret-hash.ts';
-import { InterimIdentityAuthorizer } from './policy/identity-authorizer.ts';
+import { PolicyIdentityAuthorizer } from './policy/identity-authorizer.ts';
+import { IdentityPolicy } from './policy/identity-policy.ts';
 import { ResourceService } from './resource/resource-service.ts';
 import { embeddedDirectoryOf, Store } from './store/database.ts';
 import { FernetKeyRepository } from './token/fernet-key-repository.ts';
@@ -31,7 +35,9 @@ import { FernetTokenProvider } from './token/fernet-provider.ts';
 import { JwsKeyRepository } from './token/jws-key-repository.ts';
 import { JwsTokenProvider } from './token/jws-provider.ts';
 import type { TokenProvider } from './token/token-provider.ts';
+import { LoginThrottle } from './token/login-throttle.ts';
 import { TokenService } from './token/token-service.ts';
+import { MemoryRateLimiter, RedisRateLimiter } from './rate-limiter.ts';
 import { UuidTokenProvider } from './token/uuid-provider.ts';
 
 export interface BuildOptions {
@@ -50,6 +56,7 @@ export interface Application extends IdentityApi {
   /** The gateway policy in force, and an on-demand reload (the files are also watched). */
   policy(): GatewayPolicy;
   reloadPolicy(): Promise<boolean>;
+  reloadIdentityPolicy(): Promise<boolean>;
   /** Every route of the identity API (tests apply security cases to each). */
   routes: RouteInfo[];
   close(): Promise<void>;
@@ -161,10 +168,24 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     }
     const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
     const resources = new ResourceService(store, revocations, clock);
-    const identity = new IdentityService(store, resources, passwords, revocations, clock);
+    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance);
     const assignments = new AssignmentService(store, identity, resources, revocations, sync);
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock);
-    const catalog = new CatalogService(store);
+    const catalog = new CatalogService(store, () => sync.generation);
+    // Rate-limit counters and the audit stream share one command connection (pub/sub has its own).
+    const redis = config.redisUrl
+      ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: (attempt) => Math.min(attempt * 100, 1000) })
+      : undefined;
+    redis?.on('error', () => {});
+    // Audit lines are kept whatever LOG_LEVEL hides (only 'silent' silences them).
+    const auditSinks: AuditSink[] = [new LogAuditSink(config.logLevel === 'silent' ? log : log.child({}, { level: 'info' }))];
+    if (redis) auditSinks.push(new RedisStreamAuditSink(redis, config.auditStream, config.auditStreamMaxLength, log));
+    const audit = new AuditTrail(auditSinks, clock);
+    const loginThrottle = new LoginThrottle(
+      redis ? new RedisRateLimiter(redis, config.rateLimitKeyPrefix, clock, log) : new MemoryRateLimiter(clock),
+      config.authRateLimit,
+    );
+    const clientAddress = clientAddressResolver(config.trustedProxies);
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
     const policyReloader = new PolicyReloader({
       directory: config.policyDirectory,
@@ -176,6 +197,18 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     // onSwap runs only after start(), by which time `policy` holds the initial load.
     let policy: GatewayPolicy = await policyReloader.loadInitial();
     policyReloader.start();
+    // Keystone's identity:* rules (IDENTITY_POLICY_DIR) reload the same way.
+    const identityPolicyReloader = new PolicyReloader<IdentityPolicy>({
+      directory: config.identityPolicyDirectory,
+      load: (directory) => IdentityPolicy.load(directory),
+      name: 'identity policy',
+      onSwap: (next) => {
+        identityPolicy = next;
+      },
+      log,
+    });
+    let identityPolicy = await identityPolicyReloader.loadInitial();
+    identityPolicyReloader.start();
     const activeGateway = new Gateway(
       tokens,
       new UpstreamDirectory(catalog, { region: config.gatewayRegion, generation: () => sync.generation }),
@@ -193,6 +226,19 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       },
       log,
       () => sync.generation,
+      {
+        denied: (request, record) =>
+          audit.gatewayDenied(
+            {
+              address: clientAddress(request.socket.remoteAddress, request.headers),
+              agent: request.headers['user-agent'],
+              requestId: record.request_id,
+              userId: record.user_id,
+              projectId: record.project_id,
+            },
+            { service: record.service ?? '', method: record.method, path: record.path, status: record.status ?? 0, reason: record.reason ?? '', rule: record.rule, tokenAuditId: record.audit_id },
+          ),
+      },
     );
     gateway = activeGateway;
 
@@ -206,8 +252,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       tokens,
       tokenProvider,
       revocations,
-      authorizer: new InterimIdentityAuthorizer(),
+      authorizer: new PolicyIdentityAuthorizer(() => identityPolicy),
       gateway: activeGateway,
+      audit,
+      loginThrottle,
+      clientAddress,
     };
     const routes = registerIdentityApi(server, api);
     await server.ready();
@@ -219,12 +268,15 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       routes,
       policy: () => policy,
       reloadPolicy: () => policyReloader.reload(),
+      reloadIdentityPolicy: () => identityPolicyReloader.reload(),
       async close() {
         tokenProvider.stop();
         policyReloader.stop();
+        identityPolicyReloader.stop();
         await server.close();
         await activeGateway.close();
         await sync.close();
+        redis?.disconnect();
         await store.close();
       },
     };

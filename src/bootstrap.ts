@@ -55,7 +55,10 @@ export async function bootstrap(app: Application, options: BootstrapOptions): Pr
   if (!admin) {
     const password = options.adminPassword ?? randomBytes(18).toString('base64url');
     if (!options.adminPassword) generatedAdminPassword = password;
-    admin = await app.identity.createUser({ name: 'admin', domainId: DEFAULT_DOMAIN_ID, password });
+    admin = await app.identity.createUser(
+      { name: 'admin', domainId: DEFAULT_DOMAIN_ID, password },
+      { setBy: 'operator', generated: !options.adminPassword },
+    );
     changes.push('created user admin');
   } else if (options.adminPassword) {
     // As Keystone's bootstrap: an explicitly given password wins over a changed one.
@@ -63,7 +66,7 @@ export async function bootstrap(app: Application, options: BootstrapOptions): Pr
       await app.identity.authenticatePassword({ id: admin.id }, options.adminPassword);
     } catch (error) {
       if (!(error instanceof AuthenticationError)) throw error;
-      await app.identity.updateUser(admin.id, { password: options.adminPassword, enabled: true });
+      await app.identity.updateUser(admin.id, { password: options.adminPassword, enabled: true }, { setBy: 'operator' });
       changes.push('reset the admin password to ADMIN_PASSWORD');
     }
   }

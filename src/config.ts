@@ -1,3 +1,4 @@
+import net from 'node:net';
 import path from 'node:path';
 
 /** Every setting the service reads from its environment, validated once at start. */
@@ -32,7 +33,39 @@ export interface Config {
   serviceTokenRoles: string[];
   gatewayServiceCatalogHeader: boolean;
   policyDirectory: string;
+  identityPolicyDirectory: string;
   bodyLimitBytes: number;
+  /** Keystone's [security_compliance] options (IDENTITY_*). */
+  securityCompliance: SecurityCompliance;
+  authRateLimit: AuthRateLimit;
+  /** Proxies whose X-Forwarded-For is believed when finding a client's address (addresses, CIDRs). */
+  trustedProxies: string[];
+  /** Prefix of the rate-limit keys in Redis. */
+  rateLimitKeyPrefix: string;
+  /** Redis stream that receives audit events (when REDIS_URL is set), and its approximate cap. */
+  auditStream: string;
+  auditStreamMaxLength: number;
+}
+
+/** Keystone's [security_compliance] section; undefined means the rule is off, as in Keystone. */
+export interface SecurityCompliance {
+  /** Anchored at the start like Python's re.match, as Keystone applies password_regex. */
+  passwordRegex: RegExp | undefined;
+  passwordRegexDescription: string | undefined;
+  passwordExpiresDays: number | undefined;
+  lockoutFailureAttempts: number | undefined;
+  lockoutDurationSeconds: number;
+  disableUserAccountDaysInactive: number | undefined;
+  uniqueLastPasswordCount: number;
+  minimumPasswordAgeDays: number;
+  changePasswordUponFirstUse: boolean;
+}
+
+/** Password and secret attempts (token requests, self-service password changes) per window; 0 turns a limit off. */
+export interface AuthRateLimit {
+  perAddress: number;
+  perUser: number;
+  windowSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -79,6 +112,59 @@ function pepper(env: Environment): string | undefined {
   if (!value) return undefined;
   if (Buffer.byteLength(value) < 32) throw new ConfigError('SECRET_PEPPER must be at least 32 bytes (e.g. openssl rand -base64 48)');
   return value;
+}
+
+/** An integer setting that is off when unset. */
+function optionalInteger(env: Environment, name: string, min: number, max: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  return integer(env, name, 0, min, max);
+}
+
+/**
+ * Keystone applies password_regex with Python's re.match: anchored at the start only. Unicode mode
+ * when the pattern allows it, so `.` and lengths count characters as Python does.
+ */
+function passwordRegex(env: Environment): RegExp | undefined {
+  const source = env.IDENTITY_PASSWORD_REGEX;
+  if (source === undefined || source === '') return undefined;
+  for (const flags of ['u', '']) {
+    try {
+      return new RegExp(`^(?:${source})`, flags);
+    } catch {
+      // Python accepts some escapes that Unicode mode refuses; try without it.
+    }
+  }
+  throw new ConfigError(`IDENTITY_PASSWORD_REGEX is not a valid regular expression: '${source}'`);
+}
+
+function securityCompliance(env: Environment): SecurityCompliance {
+  return {
+    passwordRegex: passwordRegex(env),
+    passwordRegexDescription: env.IDENTITY_PASSWORD_REGEX_DESCRIPTION || undefined,
+    passwordExpiresDays: optionalInteger(env, 'IDENTITY_PASSWORD_EXPIRES_DAYS', 1, 36_500),
+    lockoutFailureAttempts: optionalInteger(env, 'IDENTITY_LOCKOUT_FAILURE_ATTEMPTS', 1, 1_000_000),
+    lockoutDurationSeconds: integer(env, 'IDENTITY_LOCKOUT_DURATION', 1800, 1, 31_536_000),
+    disableUserAccountDaysInactive: optionalInteger(env, 'IDENTITY_DISABLE_USER_ACCOUNT_DAYS_INACTIVE', 1, 36_500),
+    uniqueLastPasswordCount: integer(env, 'IDENTITY_UNIQUE_LAST_PASSWORD_COUNT', 0, 0, 1000),
+    minimumPasswordAgeDays: integer(env, 'IDENTITY_MINIMUM_PASSWORD_AGE', 0, 0, 36_500),
+    changePasswordUponFirstUse: booleanSetting(env, 'IDENTITY_CHANGE_PASSWORD_UPON_FIRST_USE', false),
+  };
+}
+
+/** Comma-separated IPv4/IPv6 addresses and CIDR blocks. */
+function trustedProxies(env: Environment): string[] {
+  const entries = (env.TRUSTED_PROXIES ?? '').split(',').map((entry) => entry.trim()).filter(Boolean);
+  for (const entry of entries) {
+    const [address, bits, ...rest] = entry.split('/');
+    const family = net.isIP(address ?? '');
+    const maxBits = family === 4 ? 32 : 128;
+    const validBits = bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= maxBits);
+    if (!family || rest.length > 0 || !validBits) {
+      throw new ConfigError(`TRUSTED_PROXIES must list IP addresses or CIDR blocks, got '${entry}'`);
+    }
+  }
+  return entries;
 }
 
 function booleanSetting(env: Environment, name: string, fallback: boolean): boolean {
@@ -132,6 +218,17 @@ export function loadConfig(env: Environment = process.env): Config {
     serviceTokenRoles: (env.SERVICE_TOKEN_ROLES || 'service').split(',').map((role) => role.trim()).filter(Boolean),
     gatewayServiceCatalogHeader: booleanSetting(env, 'GATEWAY_SERVICE_CATALOG_HEADER', false),
     policyDirectory: path.resolve(env.POLICY_DIR || path.join(projectRoot, 'policies')),
+    identityPolicyDirectory: path.resolve(env.IDENTITY_POLICY_DIR || path.join(projectRoot, 'policies', 'identity')),
     bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
+    securityCompliance: securityCompliance(env),
+    authRateLimit: {
+      perAddress: integer(env, 'AUTH_RATE_LIMIT_PER_ADDRESS', 300, 0, 1_000_000),
+      perUser: integer(env, 'AUTH_RATE_LIMIT_PER_USER', 10, 0, 1_000_000),
+      windowSeconds: integer(env, 'AUTH_RATE_LIMIT_WINDOW', 60, 1, 86_400),
+    },
+    trustedProxies: trustedProxies(env),
+    rateLimitKeyPrefix: env.RATE_LIMIT_KEY_PREFIX || 'keystone-gateway:ratelimit:',
+    auditStream: env.AUDIT_STREAM || 'keystone-gateway:audit',
+    auditStreamMaxLength: integer(env, 'AUDIT_STREAM_MAX_LENGTH', 100_000, 1, 100_000_000),
   };
 }

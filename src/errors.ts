@@ -8,7 +8,8 @@ export type ErrorKind =
   | 'not_found'
   | 'conflict'
   | 'unavailable'
-  | 'not_implemented';
+  | 'not_implemented'
+  | 'too_many_requests';
 
 const CLIENT_IN_ERROR =
   'The server could not comply with the request since it is either malformed or otherwise incorrect. ' +
@@ -30,6 +31,15 @@ export class ValidationError extends ServiceError {
   }
 }
 
+/** Why an authentication failed, for the audit trail only: never sent to the client. */
+export interface AuthenticationFailure {
+  /** Keystone's text for the cause, e.g. "The account is locked for user: ID." */
+  reason: string;
+  /** Keystone's status for the cause (404 for an unknown user), as a CADF reasonCode. */
+  code: number;
+  userId?: string;
+}
+
 /** 401: authentication failed; clients see the generic text unless a message is meant for them. */
 export class AuthenticationError extends ServiceError {
   readonly kind = 'unauthorized';
@@ -38,8 +48,14 @@ export class AuthenticationError extends ServiceError {
     message: string = AuthenticationError.GENERIC,
     /** Keystone adds an "identity" member to auth-plugin failures. */
     readonly identity?: Record<string, unknown>,
+    readonly failure?: AuthenticationFailure,
   ) {
     super(message);
+  }
+
+  /** The generic 401, remembering the real cause for the audit trail. */
+  static because(failure: AuthenticationFailure): AuthenticationError {
+    return new AuthenticationError(AuthenticationError.GENERIC, undefined, failure);
   }
 }
 
@@ -74,6 +90,14 @@ export class ConflictError extends ServiceError {
 /** 503: a dependency (the database) is unreachable; the client may retry. */
 export class UnavailableError extends ServiceError {
   readonly kind = 'unavailable';
+}
+
+/** 429: too many attempts; the client may retry after `retryAfterSeconds`. */
+export class TooManyRequestsError extends ServiceError {
+  readonly kind = 'too_many_requests';
+  constructor(readonly retryAfterSeconds: number) {
+    super('Too many authentication attempts. Retry after the number of seconds given in Retry-After.');
+  }
 }
 
 export class NotImplementedError extends ServiceError {

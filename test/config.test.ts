@@ -29,6 +29,7 @@ t.test('defaults', async (t) => {
     gatewayServiceCatalogHeader: false,
   });
   t.equal(config.policyDirectory, path.resolve(import.meta.dirname, '..', 'policies'), 'the checkout policies by default, wherever the service starts');
+  t.equal(config.identityPolicyDirectory, path.resolve(import.meta.dirname, '..', 'policies', 'identity'));
 });
 
 t.test('gateway settings from the environment', async (t) => {
@@ -79,4 +80,82 @@ t.test('bad values stop the start with the variable named', async (t) => {
     t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, name);
   }
   t.ok(new ConfigError('x') instanceof Error);
+});
+
+t.test('security compliance, rate limits and audit settings', async (t) => {
+  const defaults = loadConfig({});
+  t.same(
+    { ...defaults.securityCompliance },
+    {
+      passwordRegex: undefined,
+      passwordRegexDescription: undefined,
+      passwordExpiresDays: undefined,
+      lockoutFailureAttempts: undefined,
+      lockoutDurationSeconds: 1800,
+      disableUserAccountDaysInactive: undefined,
+      uniqueLastPasswordCount: 0,
+      minimumPasswordAgeDays: 0,
+      changePasswordUponFirstUse: false,
+    },
+    "Keystone's defaults: every rule off",
+  );
+  t.same(defaults.authRateLimit, { perAddress: 300, perUser: 10, windowSeconds: 60 });
+  t.same(defaults.trustedProxies, []);
+  t.equal(defaults.rateLimitKeyPrefix, 'keystone-gateway:ratelimit:');
+  t.equal(defaults.auditStream, 'keystone-gateway:audit');
+  t.equal(defaults.auditStreamMaxLength, 100_000);
+
+  const config = loadConfig({
+    IDENTITY_PASSWORD_REGEX: '^(?=.*\\d)(?=.*[a-zA-Z]).{7,}$',
+    IDENTITY_PASSWORD_REGEX_DESCRIPTION: 'seven or more, a letter and a digit',
+    IDENTITY_PASSWORD_EXPIRES_DAYS: '90',
+    IDENTITY_LOCKOUT_FAILURE_ATTEMPTS: '6',
+    IDENTITY_LOCKOUT_DURATION: '900',
+    IDENTITY_DISABLE_USER_ACCOUNT_DAYS_INACTIVE: '60',
+    IDENTITY_UNIQUE_LAST_PASSWORD_COUNT: '5',
+    IDENTITY_MINIMUM_PASSWORD_AGE: '1',
+    IDENTITY_CHANGE_PASSWORD_UPON_FIRST_USE: 'true',
+    AUTH_RATE_LIMIT_PER_ADDRESS: '0',
+    AUTH_RATE_LIMIT_PER_USER: '5',
+    AUTH_RATE_LIMIT_WINDOW: '300',
+    TRUSTED_PROXIES: '10.0.0.0/8, 192.0.2.1, fd00::/8',
+  });
+  t.match(config.securityCompliance, {
+    passwordRegexDescription: 'seven or more, a letter and a digit',
+    passwordExpiresDays: 90,
+    lockoutFailureAttempts: 6,
+    lockoutDurationSeconds: 900,
+    disableUserAccountDaysInactive: 60,
+    uniqueLastPasswordCount: 5,
+    minimumPasswordAgeDays: 1,
+    changePasswordUponFirstUse: true,
+  });
+  const regex = config.securityCompliance.passwordRegex!;
+  t.ok(regex.test('abcdef1'));
+  t.notOk(regex.test('abcdefg'));
+  t.ok(loadConfig({ IDENTITY_PASSWORD_REGEX: 'a' }).securityCompliance.passwordRegex!.test('abc'), 'anchored at the start only, like re.match');
+  t.notOk(loadConfig({ IDENTITY_PASSWORD_REGEX: 'a' }).securityCompliance.passwordRegex!.test('bac'));
+  t.ok(loadConfig({ IDENTITY_PASSWORD_REGEX: '.{3}$' }).securityCompliance.passwordRegex!.test('😀😀😀'), 'characters, not UTF-16 units, as in Python');
+  t.same(config.authRateLimit, { perAddress: 0, perUser: 5, windowSeconds: 300 });
+  t.same(config.trustedProxies, ['10.0.0.0/8', '192.0.2.1', 'fd00::/8']);
+
+  const bad: Record<string, string>[] = [
+    { IDENTITY_PASSWORD_REGEX: '(unclosed' },
+    { IDENTITY_PASSWORD_EXPIRES_DAYS: '0' },
+    { IDENTITY_LOCKOUT_FAILURE_ATTEMPTS: '0' },
+    { IDENTITY_LOCKOUT_DURATION: '0' },
+    { IDENTITY_DISABLE_USER_ACCOUNT_DAYS_INACTIVE: 'soon' },
+    { IDENTITY_UNIQUE_LAST_PASSWORD_COUNT: '-1' },
+    { IDENTITY_MINIMUM_PASSWORD_AGE: '1.5' },
+    { IDENTITY_CHANGE_PASSWORD_UPON_FIRST_USE: 'sometimes' },
+    { AUTH_RATE_LIMIT_PER_ADDRESS: 'many' },
+    { AUTH_RATE_LIMIT_WINDOW: '0' },
+    { TRUSTED_PROXIES: 'proxy.example.net' },
+    { TRUSTED_PROXIES: '10.0.0.0/33' },
+    { AUDIT_STREAM_MAX_LENGTH: '0' },
+  ];
+  for (const environment of bad) {
+    const name = Object.keys(environment)[0]!;
+    t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${environment[name]}`);
+  }
 });

@@ -1,7 +1,9 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
 import { GatewayPolicy, type PolicyRequest, type PolicyScope } from '../policy/gateway-policy.ts';
+import { IdentityPolicy } from '../policy/identity-policy.ts';
 import { PolicyLoadError } from '../policy/policy-files.ts';
 import { FernetKeyRepository } from '../token/fernet-key-repository.ts';
 
@@ -19,8 +21,10 @@ Commands (configuration comes from the same environment variables as the service
   jws_setup       create the JWS (ES256) key pair in JWS_KEY_REPOSITORY if there is none
   jws_rotate      add a new JWS key pair, keeping JWS_MAX_ACTIVE_KEYS public keys
   policy test [DIR]
-                  load the gateway policy in DIR (default POLICY_DIR, else ./policies) and run
-                  its fixtures (DIR/tests/*.yaml); exit 1 if it does not load or a case fails
+                  load the gateway policy in DIR (default POLICY_DIR, else ./policies) and the
+                  identity policy (DIR/identity, default IDENTITY_POLICY_DIR), and run their
+                  fixtures (tests/*.yaml in each);
+                  exit 1 if either does not load or a case fails
   policy explain --service S --method M --path P --scope project|domain|system
                  [--roles a,b] [--project-id X] [--user-id U] [--dir DIR] [--json]
                   show how the gateway policy decides one request: the decision, the deciding
@@ -133,7 +137,14 @@ async function policyTest(config: Config, args: string[]): Promise<number> {
   if (positionals.length > 1) throw new UsageError(`expected at most one directory, got ${positionals.length}`, POLICY_USAGE);
   const directory = positionals[0] ?? config.policyDirectory;
   const policy = await GatewayPolicy.load(directory);
-  const { passed, failures } = await policy.runFixtures();
+  let { passed, failures } = await policy.runFixtures();
+  // The identity API's rules: DIR/identity when a DIR is given, else IDENTITY_POLICY_DIR.
+  const identityDirectory = positionals[0] ? path.join(directory, 'identity') : config.identityPolicyDirectory;
+  if (fs.existsSync(path.join(identityDirectory, 'model.conf'))) {
+    const identity = await (await IdentityPolicy.load(identityDirectory)).runFixtures();
+    passed += identity.passed;
+    failures = [...failures, ...identity.failures.map((failure) => `identity/${failure}`)];
+  }
   for (const failure of failures) console.log(`FAIL ${failure.replace(/\s*\n\s*/g, ' ')}`);
   if (passed + failures.length === 0) console.log(`no fixtures in ${policy.directory}/tests`);
   console.log(`${passed} passed, ${failures.length} failed`);

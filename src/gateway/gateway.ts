@@ -32,11 +32,16 @@ interface Logger {
   error(object: object, message: string): void;
 }
 
+/** Receives the refusals (401, 403) the gateway decides, as security events. */
+export interface GatewayDenialSink {
+  denied(request: IncomingMessage, audit: Readonly<AuditRecord>): void;
+}
+
 const METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const DENIED = 'You are not authorized to perform the requested action.';
 
 /** One proxied request's audit record: never the token itself. */
-interface AuditRecord {
+export interface AuditRecord {
   request_id: string;
   audit_id?: string;
   user_id?: string;
@@ -78,6 +83,7 @@ export class Gateway implements GatewayExplainer {
     private readonly options: GatewayOptions,
     private readonly log: Logger,
     generation: () => number,
+    private readonly denials?: GatewayDenialSink,
   ) {
     this.forwarder = new Forwarder(options);
     this.catalogHeaders = new GenerationCache(10_000, generation);
@@ -92,6 +98,8 @@ export class Gateway implements GatewayExplainer {
       audit.status = response.statusCode;
       audit.latency_ms = Math.round((performance.now() - started) * 1000) / 1000;
       this.log.info({ audit }, 'gateway');
+      // A 401 with no policy decision, or a policy deny; a 401 or 403 of the service is not ours.
+      if (audit.effect === 'deny' || (audit.effect === undefined && audit.status === 401)) this.denials?.denied(request, audit);
     });
     try {
       await this.proxy(request, response, audit, requestId);

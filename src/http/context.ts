@@ -5,13 +5,17 @@ import type { AssignmentService } from '../assignment/assignment-service.ts';
 import type { CatalogService } from '../catalog/catalog-service.ts';
 import type { Config } from '../config.ts';
 import { AuthenticationError } from '../errors.ts';
+import type { AuditTrail } from '../events/audit.ts';
 import type { Revocations } from '../events/revocation.ts';
 import type { ApplicationCredentialService } from '../identity/application-credential-service.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
 import type { GatewayExplainer } from '../policy/gateway-explain.ts';
-import type { IdentityAuthorizer, PolicyTarget } from '../policy/identity-authorizer.ts';
+import type { IdentityAuthorizer } from '../policy/identity-authorizer.ts';
+import type { IdentityTarget } from '../policy/identity-policy.ts';
 import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-service.ts';
+import type { LoginThrottle } from '../token/login-throttle.ts';
 import type { TokenProvider } from '../token/token-provider.ts';
+import type { ClientAddressResolver } from './client-address.ts';
 import type { TokenContext, TokenService } from '../token/token-service.ts';
 
 declare module 'fastify' {
@@ -39,6 +43,11 @@ export interface IdentityApi {
   authorizer: IdentityAuthorizer;
   /** The gateway's policy decisions, for POST /v3/gateway/policy/explain. */
   gateway: GatewayExplainer;
+  audit: AuditTrail;
+  /** Rate limits in front of every password and secret check. */
+  loginThrottle: LoginThrottle;
+  /** The client's address (TRUSTED_PROXIES applied). */
+  clientAddress: ClientAddressResolver;
 }
 
 export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
@@ -50,7 +59,7 @@ export function caller(request: FastifyRequest): TokenContext {
 }
 
 /** Authorizes the caller for a policy action (Keystone's rule names, e.g. identity:list_users). */
-export function authorize(api: IdentityApi, request: FastifyRequest, action: string, target?: PolicyTarget): TokenContext {
+export function authorize(api: IdentityApi, request: FastifyRequest, action: string, target?: IdentityTarget): TokenContext {
   const auth = caller(request);
   api.authorizer.enforce(auth, action, target);
   return auth;

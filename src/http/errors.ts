@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AuthenticationError, ServiceError, type ErrorKind } from '../errors.ts';
+import { AuthenticationError, ServiceError, TooManyRequestsError, type ErrorKind } from '../errors.ts';
 import { baseUrl } from './links.ts';
 
 /** The one place where domain errors become HTTP statuses (the gateway uses it too). */
@@ -12,6 +12,7 @@ const STATUS_OF: Record<ErrorKind, number> = {
   conflict: 409,
   unavailable: 503,
   not_implemented: 501,
+  too_many_requests: 429,
 };
 
 export function statusOf(error: ServiceError): number {
@@ -45,6 +46,7 @@ export function sendError(
 export function handleError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   if (error instanceof ServiceError) {
     const extra = error instanceof AuthenticationError && error.identity ? { identity: error.identity } : {};
+    if (error instanceof TooManyRequestsError) reply.header('Retry-After', String(error.retryAfterSeconds));
     return sendError(request, reply, STATUS_OF[error.kind], error.message, extra);
   }
   const fastifyError = error as FastifyError;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
 import { NotFoundError, ServiceError, ValidationError } from '../errors.ts';
+import { registerAuditHooks } from './audit.ts';
 import type { App, IdentityApi } from './context.ts';
 import { handleError, NOT_JSON, sendError } from './errors.ts';
 import { deriveBaseUrl } from './links.ts';
@@ -94,6 +95,7 @@ export function registerIdentityApi(app: App, api: IdentityApi): RouteInfo[] {
   });
 
   app.setErrorHandler(handleError);
+  registerAuditHooks(app, api);
 
   // A mirror of the route table answers "which methods does this path have" for 405 responses.
   const knownRoutes = FindMyWay({ ignoreTrailingSlash: true });

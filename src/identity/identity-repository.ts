@@ -62,6 +62,28 @@ export class IdentityRepository {
     return em.find(PasswordEntity, { userId }, { orderBy: { createdAt: 'desc', id: 'desc' } });
   }
 
+  /**
+   * One more failed authentication, atomically (concurrent attempts all count). A lock that has
+   * run out starts a new count, as Keystone resets the counter when the lockout duration is over.
+   */
+  async recordFailedAuth(em: EntityManager, userId: string, now: Date, lock: { attempts: number; expiredBefore: Date }): Promise<void> {
+    await em.getConnection().execute(
+      `update identity_user set
+         failed_auth_count = case when failed_auth_count >= ? and failed_auth_at <= ? then 1 else failed_auth_count + 1 end,
+         failed_auth_at = ?
+       where id = ?`,
+      [lock.attempts, lock.expiredBefore, now, userId],
+    );
+  }
+
+  async resetFailedAuth(em: EntityManager, userId: string): Promise<void> {
+    await em.nativeUpdate(UserEntity, { id: userId }, { failedAuthCount: 0, failedAuthAt: null });
+  }
+
+  async recordActivity(em: EntityManager, userId: string, now: Date): Promise<void> {
+    await em.nativeUpdate(UserEntity, { id: userId }, { lastActiveAt: now });
+  }
+
   findGroup(em: EntityManager, id: string): Promise<GroupRow | null> {
     return em.findOne(GroupEntity, { id });
   }

@@ -18,6 +18,8 @@ import {
 import { isUniqueViolation, type StringMatch } from '../store/filters.ts';
 import { IdentityRepository } from './identity-repository.ts';
 import type { PasswordHasher } from './password-hash.ts';
+import { PasswordPolicy, SECURITY_COMPLIANCE_OFF } from './security-compliance.ts';
+import type { SecurityCompliance } from '../config.ts';
 
 /** A user as the API and tokens see it: the row plus its current password's expiry. */
 export interface User {
@@ -41,6 +43,16 @@ export interface UserInput {
   defaultProjectId?: string | null | undefined;
   options?: Json | undefined;
   extra?: Json | undefined;
+}
+
+/** Who sets a password decides which rules apply (Keystone's admin reset vs bootstrap). */
+export interface PasswordSetting {
+  /**
+   * 'operator': keystone-manage bootstrap's admin, whose password the operator chose or was shown
+   * once: never expired for first use. `generated` skips password_regex (a random password).
+   */
+  setBy?: 'admin' | 'operator';
+  generated?: boolean;
 }
 
 export interface UserPatch {
@@ -88,6 +100,7 @@ export type UserReference = { id: string } | { name: string; domainId: string } 
 /** Users, passwords, groups and memberships. */
 export class IdentityService {
   private readonly repository = new IdentityRepository();
+  private readonly policy: PasswordPolicy;
 
   constructor(
     private readonly store: Store,
@@ -95,7 +108,10 @@ export class IdentityService {
     private readonly hasher: PasswordHasher,
     private readonly revocations: Revocations,
     private readonly clock: Clock,
-  ) {}
+    compliance: SecurityCompliance = SECURITY_COMPLIANCE_OFF,
+  ) {
+    this.policy = new PasswordPolicy(compliance);
+  }
 
   // ---- users -----------------------------------------------------------------------------
 
@@ -103,24 +119,25 @@ export class IdentityService {
     const row = await this.repository.findUser(em, id);
     if (!row) throw NotFoundError.of('user', id);
     const passwords = await this.repository.currentPasswords(em, [id]);
-    return toUser(row, passwords.get(id));
+    return this.toUser(row, passwords.get(id));
   }
 
   async findUser(id: string): Promise<User | null> {
     const em = this.store.reader();
     const row = await this.repository.findUser(em, id);
     if (!row) return null;
-    return toUser(row, (await this.repository.currentPasswords(em, [id])).get(id));
+    return this.toUser(row, (await this.repository.currentPasswords(em, [id])).get(id));
   }
 
   async listUsers(filter: UserFilter & { groupId?: string }): Promise<User[]> {
     const em = this.store.reader();
     const rows = await this.repository.listUsers(em, filter);
     const passwords = await this.repository.currentPasswords(em, rows.map((row) => row.id));
-    return rows.map((row) => toUser(row, passwords.get(row.id)));
+    return rows.map((row) => this.toUser(row, passwords.get(row.id)));
   }
 
-  async createUser(input: UserInput): Promise<User> {
+  async createUser(input: UserInput, setting: PasswordSetting = {}): Promise<User> {
+    if (input.password !== undefined && !setting.generated) this.policy.checkStrength(input.password);
     const name = input.name.trim();
     if (!name) throw new ValidationError("Invalid input for field 'name': the name must contain a non-space character.");
     const passwordHash = typeof input.password === 'string' ? await this.hasher.hash(input.password) : null;
@@ -146,9 +163,11 @@ export class IdentityService {
         // The user row must exist before its password row (the unit of work does not order them).
         await em.flush();
         const password =
-          input.password === undefined ? undefined : this.newPassword(em, row.id, passwordHash, now, false);
+          input.password === undefined
+            ? undefined
+            : await this.newPassword(em, row, passwordHash, now, setting.setBy ?? 'admin');
         await em.flush();
-        return toUser(row, password);
+        return this.toUser(row, password);
       })
       .catch((error: unknown) => {
         if (isUniqueViolation(error)) {
@@ -158,7 +177,8 @@ export class IdentityService {
       });
   }
 
-  async updateUser(id: string, patch: UserPatch): Promise<User> {
+  async updateUser(id: string, patch: UserPatch, setting: PasswordSetting = {}): Promise<User> {
+    if (patch.password !== undefined && !setting.generated) this.policy.checkStrength(patch.password);
     const passwordHash = typeof patch.password === 'string' ? await this.hasher.hash(patch.password) : null;
     const now = new Date(this.clock.now());
     const name = patch.name?.trim();
@@ -181,18 +201,22 @@ export class IdentityService {
         let revoke = false;
         if (patch.enabled !== undefined) {
           if (!patch.enabled && row.enabled) revoke = true;
-          // Re-enabling clears a lockout, as in Keystone.
-          if (patch.enabled) row.failedAuthCount = 0;
+          if (patch.enabled) {
+            // Re-enabling clears a lockout and restarts the inactivity count, as in Keystone.
+            row.failedAuthCount = 0;
+            row.failedAuthAt = null;
+            row.lastActiveAt = now;
+          }
           row.enabled = patch.enabled;
         }
         let password: PasswordRow | undefined;
         if (patch.password !== undefined) {
-          password = this.newPassword(em, id, passwordHash, now, false);
+          password = await this.newPassword(em, row, passwordHash, now, setting.setBy ?? 'admin');
           revoke = true;
         }
         if (revoke) await this.revocations.record(em, { userId: id });
         await em.flush();
-        return toUser(row, password ?? (await this.repository.currentPasswords(em, [id])).get(id));
+        return this.toUser(row, password ?? (await this.repository.currentPasswords(em, [id])).get(id));
       })
       .catch((error: unknown) => {
         if (isUniqueViolation(error)) {
@@ -213,59 +237,117 @@ export class IdentityService {
   }
 
   /**
-   * Checks a password for token issue. Every failure is the same generic 401, and an unknown user
-   * costs a hash verification too, so a client cannot tell which check failed.
+   * Checks a password for token issue. Every failure (unknown user, wrong password, disabled or
+   * locked account) is the same generic 401 after one hash verification, so a client can tell
+   * neither which check failed nor, by timing, whether the user exists. Only an expired password
+   * is named, as Keystone does (the password was right).
    */
   async authenticatePassword(reference: UserReference, password: string): Promise<User> {
     const em = this.store.reader();
-    const row = await this.findUserRow(em, reference);
-    if (!row) {
-      await this.hasher.verifyDummy(password);
-      throw new AuthenticationError();
-    }
-    const current = (await this.repository.currentPasswords(em, [row.id])).get(row.id);
-    const verified = await this.hasher.verify(password, current?.passwordHash);
-    if (!verified || !row.enabled) throw new AuthenticationError();
+    const { row, current } = await this.checkCredentials(em, await this.findUserRow(em, reference), password, describe(reference));
     const domain = await this.resources.findAny(row.domainId, em);
-    if (!domain?.enabled) throw new AuthenticationError();
-    const user = toUser(row, current);
-    if (user.passwordExpiresAt && user.passwordExpiresAt.getTime() <= this.clock.now() && user.options.ignore_password_expiry !== true) {
-      throw new AuthenticationError(`The password is expired and needs to be changed for user: ${row.id}.`);
+    if (!domain?.enabled) throw AuthenticationError.because({ reason: `Could not find domain: ${row.domainId}.`, code: 404, userId: row.id });
+    const now = this.clock.now();
+    if (this.policy.isExpired(current, row.options, now)) {
+      const reason = `The password is expired and needs to be changed for user: ${row.id}.`;
+      throw new AuthenticationError(reason, undefined, { reason, code: 401, userId: row.id });
     }
-    return user;
+    await this.recordSuccess(em, row, now);
+    return this.toUser(row, current);
   }
 
-  /** Self-service password change (no token needed; the original password proves the caller). */
+  /**
+   * Self-service password change (no token needed; the original password proves the caller).
+   * Keystone's order: the original password as in authentication (an expired one is accepted, a
+   * disabled account is named) → password_regex → lock_password → minimum age → history.
+   */
   async changePassword(userId: string, originalPassword: string, newPassword: string): Promise<void> {
     const em = this.store.reader();
-    const row = await this.repository.findUser(em, userId);
-    if (!row) {
-      await this.hasher.verifyDummy(originalPassword);
-      throw new AuthenticationError();
-    }
-    const current = (await this.repository.currentPasswords(em, [userId])).get(userId);
-    if (!(await this.hasher.verify(originalPassword, current?.passwordHash))) throw new AuthenticationError();
-    if (!row.enabled) throw new AuthenticationError(`The account is disabled for user: ${userId}.`);
-    if (row.options.lock_password === true) {
+    const { row: user, current } = await this.checkCredentials(em, await this.repository.findUser(em, userId), originalPassword, userId, {
+      nameDisabled: true,
+    });
+    await this.recordSuccess(em, user, this.clock.now());
+    this.policy.checkStrength(newPassword);
+    if (user.options.lock_password === true) {
       throw new ValidationError(
         'You cannot change your password at this time due to password policy disallowing password changes. ' +
           'Please contact your administrator to reset your password.',
       );
     }
+    this.policy.checkMinimumAge(current, this.clock.now());
+    if (this.policy.historyCount > 0) {
+      const recent = (await this.repository.passwordHistory(em, userId)).slice(0, this.policy.historyCount);
+      for (const previous of recent) {
+        if (await this.hasher.verify(newPassword, previous.passwordHash)) throw this.policy.historyError();
+      }
+    }
     const passwordHash = await this.hasher.hash(newPassword);
     const now = new Date(this.clock.now());
     await this.store.transaction(async (transaction) => {
-      this.newPassword(transaction, userId, passwordHash, now, true);
+      const fresh = await this.repository.findUser(transaction, userId);
+      if (!fresh) throw AuthenticationError.because({ reason: `Could not find user: ${userId}.`, code: 404 });
+      await this.newPassword(transaction, fresh, passwordHash, now, 'self');
       await this.revocations.record(transaction, { userId });
       await transaction.flush();
     });
+  }
+
+  /**
+   * The checks both password paths share, in Keystone's order of outcomes (lockout, password,
+   * enabled) but always after one hash verification. A wrong password counts towards the lockout.
+   */
+  private async checkCredentials(
+    em: EntityManager,
+    row: UserRow | null,
+    password: string,
+    named: string,
+    options: { nameDisabled?: boolean } = {},
+  ): Promise<{ row: UserRow; current: PasswordRow | undefined }> {
+    if (!row) {
+      await this.hasher.verifyDummy(password);
+      // The database work of a known user too: its password rows and a failure record.
+      await this.repository.currentPasswords(em, [NOBODY]);
+      await this.recordFailure(em, NOBODY, this.clock.now());
+      throw AuthenticationError.because({ reason: `Could not find user: ${named}.`, code: 404 });
+    }
+    const now = this.clock.now();
+    const current = (await this.repository.currentPasswords(em, [row.id])).get(row.id);
+    const locked = this.policy.isLocked(row, now);
+    // Verified even when locked, so a locked account answers in the same time as any other failure.
+    const verified = await this.hasher.verify(password, current?.passwordHash);
+    // Every failure writes one failure record; the ones Keystone does not count write it for nobody.
+    const fail = async (reason: string, counted: boolean, shownToClient = false) => {
+      await this.recordFailure(em, counted ? row.id : NOBODY, now);
+      const failure = { reason, code: 401, userId: row.id };
+      return shownToClient ? new AuthenticationError(reason, undefined, failure) : AuthenticationError.because(failure);
+    };
+    if (locked) throw await fail(`The account is locked for user: ${row.id}.`, false);
+    if (!verified) throw await fail('Invalid user / password', true);
+    if (!this.policy.isEnabled(row, now)) throw await fail(`The account is disabled for user: ${row.id}.`, false, options.nameDisabled);
+    return { row, current };
+  }
+
+  // Lockout and activity bookkeeping are single-statement writes outside Store.transaction on
+  // purpose: they change nothing a token depends on, so they must not drop every node's caches
+  // (a flood of wrong passwords would otherwise flush them continuously).
+
+  private async recordFailure(em: EntityManager, userId: string, now: number): Promise<void> {
+    const attempts = this.policy.settings.lockoutFailureAttempts;
+    if (attempts === undefined) return;
+    const expiredBefore = new Date(now - this.policy.settings.lockoutDurationSeconds * 1000);
+    await this.repository.recordFailedAuth(em, userId, new Date(now), { attempts, expiredBefore });
+  }
+
+  private async recordSuccess(em: EntityManager, row: UserRow, now: number): Promise<void> {
+    if (row.failedAuthCount > 0) await this.repository.resetFailedAuth(em, row.id);
+    if (this.policy.needsActivityUpdate(row, now)) await this.repository.recordActivity(em, row.id, new Date(now));
   }
 
   /** The user a token request names, or null (unknown user, or its domain unknown or disabled). */
   async resolveUser(reference: UserReference): Promise<User | null> {
     const em = this.store.reader();
     const row = await this.findUserRow(em, reference);
-    return row ? toUser(row, (await this.repository.currentPasswords(em, [row.id])).get(row.id)) : null;
+    return row ? this.toUser(row, (await this.repository.currentPasswords(em, [row.id])).get(row.id)) : null;
   }
 
   /** Finds the user a token request names; domains are resolved by id or name and must exist. */
@@ -279,8 +361,38 @@ export class IdentityService {
     return this.repository.findUserByName(em, reference.name, domain.id);
   }
 
-  private newPassword(em: EntityManager, userId: string, passwordHash: string | null, now: Date, selfService: boolean): PasswordRow {
-    return em.create(PasswordEntity, { userId, passwordHash, createdAt: now, expiresAt: null, selfService });
+  /**
+   * A new current password. As Keystone: only the newest unique_last_password_count rows (at least
+   * one) are kept as history, and every earlier password expires now.
+   */
+  private async newPassword(
+    em: EntityManager,
+    user: UserRow,
+    passwordHash: string | null,
+    now: Date,
+    setBy: 'admin' | 'self' | 'operator',
+  ): Promise<PasswordRow> {
+    const history = await this.repository.passwordHistory(em, user.id);
+    for (const [index, previous] of history.entries()) {
+      if (index >= this.policy.rowsKept) em.remove(previous);
+      else if (!previous.expiresAt || previous.expiresAt > now) previous.expiresAt = now;
+    }
+    const expiresAt = this.policy.expiresAt(now.getTime(), user.options, setBy);
+    return em.create(PasswordEntity, { userId: user.id, passwordHash, createdAt: now, expiresAt, selfService: setBy === 'self' });
+  }
+
+  /** A user as the API and tokens see it: the row plus its current password's expiry. */
+  private toUser(row: UserRow, password: PasswordRow | undefined): User {
+    return {
+      id: row.id,
+      name: row.name,
+      domainId: row.domainId,
+      enabled: this.policy.isEnabled(row, this.clock.now()),
+      defaultProjectId: row.defaultProjectId ?? null,
+      options: row.options,
+      extra: row.extra,
+      passwordExpiresAt: password?.expiresAt ?? null,
+    };
   }
 
   private async refuseDomainAsDefaultProject(em: EntityManager, projectId: string): Promise<void> {
@@ -390,15 +502,10 @@ export class IdentityService {
   }
 }
 
-function toUser(row: UserRow, password: PasswordRow | undefined): User {
-  return {
-    id: row.id,
-    name: row.name,
-    domainId: row.domainId,
-    enabled: row.enabled,
-    defaultProjectId: row.defaultProjectId ?? null,
-    options: row.options,
-    extra: row.extra,
-    passwordExpiresAt: password?.expiresAt ?? null,
-  };
+/** A user id that exists nowhere: failures of unknown users do the same database work as the others'. */
+const NOBODY = '';
+
+/** How a token request named the user, for the audit trail. */
+function describe(reference: UserReference): string {
+  return 'id' in reference ? reference.id : reference.name;
 }

@@ -44,6 +44,19 @@ function demoCase(name: string, method: string, requestPath: string, expect: 'al
 const parallel = { jobs: 4 };
 
 t.test('policy test', parallel, async (t) => {
+  t.test('identity rules in DIR/identity are tested too', async (t) => {
+    const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-manage-policy-'));
+    t.teardown(() => fs.rmSync(directory, { recursive: true, force: true }));
+    fs.cpSync(shippedPolicies, directory, { recursive: true });
+    const rules = path.join(directory, 'identity', 'identity.csv');
+    // Drop the line that lets a user read itself: a shipped fixture expects it.
+    fs.writeFileSync(rules, fs.readFileSync(rules, 'utf8').replace('p, *, *, identity:get_user, self, allow\n', ''));
+    const result = await manage(['policy', 'test', directory]);
+    t.equal(result.code, 1);
+    t.match(result.stdout, /^FAIL identity\/tests\/keystone-defaults\.yaml: case \d+ "a user reads itself": expected allow, got deny/m);
+    t.match(result.stdout, /\d+ passed, 1 failed\n$/);
+  });
+
   t.test('the shipped policies pass (default directory)', async (t) => {
     const result = await manage(['policy', 'test']);
     t.equal(result.code, 0, result.stderr);
@@ -55,7 +68,9 @@ t.test('policy test', parallel, async (t) => {
     const failing = policyDirectory(t, { 'demo.csv': demoRules, 'tests/demo.yaml': demoCase('wrong', 'GET', '/things', 'deny') });
     const viaEnvironment = await manage(['policy', 'test'], { POLICY_DIR: failing });
     t.equal(viaEnvironment.code, 1);
-    t.match(viaEnvironment.stdout, /0 passed, 1 failed/);
+    // The failing gateway case, plus the (passing) identity fixtures of IDENTITY_POLICY_DIR.
+    t.match(viaEnvironment.stdout, /^FAIL tests\/demo\.yaml: case 1 "wrong"/m);
+    t.match(viaEnvironment.stdout, /\d+ passed, 1 failed/);
     const viaArgument = await manage(['policy', 'test', shippedPolicies], { POLICY_DIR: failing });
     t.equal(viaArgument.code, 0, viaArgument.stdout);
   });

@@ -40,7 +40,7 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     '/v3/users/:user_id/application_credentials',
     { schema: { params: UserParams, body: ApplicationCredentialCreate, response: { 201: one('application_credential', ApplicationCredentialEntity) } } },
     async (request, reply) => {
-      const auth = authorize(api, request, 'identity:create_application_credential', { userId: request.params.user_id });
+      const auth = authorize(api, request, 'identity:create_application_credential', { user: { id: request.params.user_id } });
       const body = request.body.application_credential;
       let expiresAt: Date | null | undefined;
       if (typeof body.expires_at === 'string') {
@@ -77,7 +77,7 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     '/v3/users/:user_id/application_credentials',
     { schema: { params: UserParams, response: { 200: many('application_credentials', ApplicationCredentialEntity) } } },
     async (request) => {
-      authorize(api, request, 'identity:list_application_credentials', { userId: request.params.user_id });
+      authorize(api, request, 'identity:list_application_credentials', { user: { id: request.params.user_id } });
       const credentials = await api.applicationCredentials.list(request.params.user_id, stringParameter(request.query as Query, 'name'));
       return { application_credentials: credentials.map((credential) => renderCredential(request, credential)), links: collectionLinks(request) };
     },
@@ -87,14 +87,14 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     '/v3/users/:user_id/application_credentials/:application_credential_id',
     { schema: { params: CredentialParams, response: { 200: one('application_credential', ApplicationCredentialEntity) } } },
     async (request) => {
-      authorize(api, request, 'identity:get_application_credential', { userId: request.params.user_id });
+      authorize(api, request, 'identity:get_application_credential', { user: { id: request.params.user_id } });
       const credential = await api.applicationCredentials.get(request.params.user_id, request.params.application_credential_id);
       return { application_credential: renderCredential(request, credential) };
     },
   );
 
   app.delete('/v3/users/:user_id/application_credentials/:application_credential_id', { schema: { params: CredentialParams } }, async (request, reply) => {
-    const auth = authorize(api, request, 'identity:delete_application_credential', { userId: request.params.user_id });
+    const auth = authorize(api, request, 'identity:delete_application_credential', { user: { id: request.params.user_id } });
     await api.applicationCredentials.delete(request.params.user_id, request.params.application_credential_id, {
       viaApplicationCredential: auth.applicationCredential,
     });
@@ -102,7 +102,7 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
   });
 
   app.get('/v3/users/:user_id/access_rules', { schema: { params: UserParams, response: { 200: many('access_rules', AccessRuleEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:list_access_rules', { userId: request.params.user_id });
+    authorize(api, request, 'identity:list_access_rules', { user: { id: request.params.user_id } });
     const query = request.query as Query;
     const filter: { service?: string; path?: string; method?: string } = {};
     for (const name of ['service', 'path', 'method'] as const) {
@@ -114,12 +114,12 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
   });
 
   app.get('/v3/users/:user_id/access_rules/:access_rule_id', { schema: { params: RuleParams, response: { 200: one('access_rule', AccessRuleEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:get_access_rule', { userId: request.params.user_id });
+    authorize(api, request, 'identity:get_access_rule', { user: { id: request.params.user_id } });
     return { access_rule: renderAccessRule(request, await api.applicationCredentials.getAccessRule(request.params.user_id, request.params.access_rule_id)) };
   });
 
   app.delete('/v3/users/:user_id/access_rules/:access_rule_id', { schema: { params: RuleParams } }, async (request, reply) => {
-    authorize(api, request, 'identity:delete_access_rule', { userId: request.params.user_id });
+    authorize(api, request, 'identity:delete_access_rule', { user: { id: request.params.user_id } });
     await api.applicationCredentials.deleteAccessRule(request.params.user_id, request.params.access_rule_id);
     return noContent(reply);
   });

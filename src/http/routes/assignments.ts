@@ -2,6 +2,8 @@ import type { ActorType, AssignmentEntry, Grant, TargetType } from '../../assign
 import { SYSTEM_TARGET_ID } from '../../assignment/assignment-service.ts';
 import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
+import { groupTarget, listingTarget, projectTarget, roleTarget, userTarget } from '../targets.ts';
+import type { IdentityTarget } from '../../policy/identity-policy.ts';
 import { presenceFlag, stringParameter, type Query } from '../query.ts';
 import { renderAssignment, renderRole, type AssignmentNames } from '../render.ts';
 import { RoleAssignments, RoleEntity, many, params } from '../schemas.ts';
@@ -50,28 +52,39 @@ export function registerAssignmentRoutes(app: App, api: IdentityApi): void {
     const grantPath = `${route.path}/:role_id${route.inherited ? '/inherited_to_projects' : ''}`;
     const grantParams = route.target === 'system' ? params('actor_id', 'role_id') : params('target_id', 'actor_id', 'role_id');
     const listParams = route.target === 'system' ? params('actor_id') : params('target_id', 'actor_id');
-    const target = (params: GrantParamValues) => (route.target === 'project' ? { projectId: params.target_id } : { domainId: params.target_id });
+    // Keystone's grant target: the actor, the project or domain, and the role (not for lists).
+    const target = async (params: GrantParamValues): Promise<IdentityTarget> => {
+      const [actor, role] = await Promise.all([
+        route.actor === 'user' ? userTarget(api, params.actor_id) : groupTarget(api, params.actor_id),
+        params.role_id ? roleTarget(api, params.role_id) : undefined,
+      ]);
+      const built: IdentityTarget = route.actor === 'user' ? { user: actor } : { group: actor };
+      if (route.target === 'project') built.project = await projectTarget(api, params.target_id!);
+      if (route.target === 'domain') built.domain = { id: params.target_id! };
+      if (role) built.role = role;
+      return built;
+    };
     app.put(grantPath, { schema: { params: grantParams } }, async (request, reply) => {
       const values = request.params as GrantParamValues;
-      authorize(api, request, action('create', route), target(values));
+      authorize(api, request, action('create', route), await target(values));
       await api.assignments.grant(grantOf(route, values));
       return noContent(reply);
     });
     app.get(grantPath, { schema: { params: grantParams } }, async (request, reply) => {
       const values = request.params as GrantParamValues;
-      authorize(api, request, action('check', route), target(values));
+      authorize(api, request, action('check', route), await target(values));
       await api.assignments.checkGrant(grantOf(route, values));
       return noContent(reply);
     });
     app.delete(grantPath, { schema: { params: grantParams } }, async (request, reply) => {
       const values = request.params as GrantParamValues;
-      authorize(api, request, action('revoke', route), target(values));
+      authorize(api, request, action('revoke', route), await target(values));
       await api.assignments.revokeGrant(grantOf(route, values));
       return noContent(reply);
     });
     app.get(route.listPath, { schema: { params: listParams, response: { 200: many('roles', RoleEntity) } } }, async (request) => {
       const values = { ...(request.params as Omit<GrantParamValues, 'role_id'>), role_id: '' };
-      authorize(api, request, action('list', route), target(values));
+      authorize(api, request, action('list', route), await target(values));
       const roles = await api.assignments.listGrantedRoles(
         route.actor,
         values.actor_id,
@@ -92,7 +105,7 @@ export function registerAssignmentRoutes(app: App, api: IdentityApi): void {
   }
 
   app.get('/v3/role_assignments', { schema: { response: { 200: RoleAssignments } } }, async (request) => {
-    const auth = authorize(api, request, 'identity:list_role_assignments');
+    const auth = authorize(api, request, 'identity:list_role_assignments', listingTarget(request));
     const query = request.query as Query;
     const includeNames = presenceFlag(query, 'include_names');
     let domainId = stringParameter(query, 'scope.domain.id');

@@ -1,8 +1,10 @@
 import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../errors.ts';
+import { principalOf } from '../../token/login-throttle.ts';
 import { JwsTokenProvider } from '../../token/jws-provider.ts';
-import type { TokenContext } from '../../token/token-service.ts';
+import type { AuthRequest, TokenContext } from '../../token/token-service.ts';
+import { auditAuthenticationFailure, auditInitiator } from '../audit.ts';
 import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
 import { baseUrl, collectionLinks } from '../links.ts';
 import { truthyFlag, type Query } from '../query.ts';
@@ -21,6 +23,12 @@ function subjectToken(request: FastifyRequest): string {
   return subject;
 }
 
+/** The user name a token request gives, if it names one. */
+function requestedUserName(request: AuthRequest): string | undefined {
+  const name = request.password?.user?.name ?? request.application_credential?.user?.name;
+  return typeof name === 'string' ? name : undefined;
+}
+
 /** /v3/auth/*: issue, validate, check and revoke tokens; what the caller may scope to; its catalog. */
 export function registerAuthRoutes(app: App, api: IdentityApi): void {
   app.post(
@@ -30,7 +38,18 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
       const auth = request.body.auth;
       if (!auth || Object.keys(auth).length === 0) throw ValidationError.expecting('auth', 'request body');
       const identity = auth.identity as Record<string, unknown> & { methods: string[] };
-      const token = await api.tokens.authenticate({ ...identity, methods: identity.methods, scope: auth.scope });
+      const authRequest: AuthRequest = { ...identity, methods: identity.methods, scope: auth.scope };
+      const initiator = auditInitiator(api, request, reply);
+      let token: TokenContext;
+      try {
+        const attempt = await api.loginThrottle.begin(initiator.address, principalOf(authRequest));
+        token = await api.tokens.authenticate(authRequest);
+        await attempt.succeeded();
+      } catch (error) {
+        auditAuthenticationFailure(api.audit, initiator, error, requestedUserName(authRequest));
+        throw error;
+      }
+      api.audit.authenticate('success', { ...initiator, userId: token.user.id, userName: token.user.name });
       const catalog = 'nocatalog' in (request.query as Query) ? undefined : await catalogFor(api, token);
       reply.code(201).header('X-Subject-Token', token.id);
       return { token: renderToken(token, catalog) };
@@ -46,7 +65,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
       throw new NotFoundError('Failed to validate token');
     }
     const action = request.method === 'HEAD' ? 'identity:check_token' : 'identity:validate_token';
-    authorize(api, request, action, { tokenUserId: token.user.id });
+    authorize(api, request, action, { token: { userId: token.user.id } });
     const catalog = 'nocatalog' in query ? undefined : await catalogFor(api, token);
     reply.header('X-Subject-Token', subject);
     return { token: renderToken(token, catalog) };
@@ -55,8 +74,9 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
   app.delete('/v3/auth/tokens', async (request, reply) => {
     const subject = subjectToken(request);
     const token = await api.tokens.validate(subject);
-    authorize(api, request, 'identity:revoke_token', { tokenUserId: token.user.id });
+    authorize(api, request, 'identity:revoke_token', { token: { userId: token.user.id } });
     await api.tokens.revoke(subject);
+    api.audit.tokenRevoked(auditInitiator(api, request, reply), token.auditIds[0]!);
     return noContent(reply);
   });
 

@@ -40,13 +40,13 @@ export function registerDomainRoutes(app: App, api: IdentityApi): void {
   });
 
   app.get('/v3/domains/:domain_id', { schema: { params: Params, response: { 200: one('domain', DomainEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:get_domain', { domainId: request.params.domain_id });
+    authorize(api, request, 'identity:get_domain', { domain: { id: request.params.domain_id } });
     return { domain: renderDomain(request, await api.resources.getDomain(request.params.domain_id)) };
   });
 
   app.patch('/v3/domains/:domain_id', { schema: { params: Params, body: DomainUpdate, response: { 200: one('domain', DomainEntity) } } },
     async (request) => {
-      authorize(api, request, 'identity:update_domain', { domainId: request.params.domain_id });
+      authorize(api, request, 'identity:update_domain', { domain: { id: request.params.domain_id } });
       // Keystone silently ignores an id in a domain update.
       const body = request.body.domain;
       const domain = await api.resources.updateDomain(request.params.domain_id, {
@@ -62,7 +62,7 @@ export function registerDomainRoutes(app: App, api: IdentityApi): void {
   );
 
   app.delete('/v3/domains/:domain_id', { schema: { params: Params } }, async (request, reply) => {
-    authorize(api, request, 'identity:delete_domain', { domainId: request.params.domain_id });
+    authorize(api, request, 'identity:delete_domain', { domain: { id: request.params.domain_id } });
     await api.resources.deleteDomain(request.params.domain_id);
     return noContent(reply);
   });

@@ -1,5 +1,7 @@
-import { authorize, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
+import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
+import { groupTarget, listingTarget, userTarget } from '../targets.ts';
+import type { IdentityTarget } from '../../policy/identity-policy.ts';
 import { booleanFilter, stringMatches, stringParameter, type Query } from '../query.ts';
 import { renderGroup, renderUser } from '../render.ts';
 import { GroupCreate, GroupEntity, GroupUpdate, UserEntity, many, one, params } from '../schemas.ts';
@@ -8,9 +10,14 @@ const GROUP_FIELDS = ['id', 'name', 'domain_id', 'description', 'links'] as cons
 const Params = params('group_id');
 const MemberParams = params('group_id', 'user_id');
 
+async function memberTarget(api: IdentityApi, params: { group_id: string; user_id: string }): Promise<IdentityTarget> {
+  const [group, user] = await Promise.all([groupTarget(api, params.group_id), userTarget(api, params.user_id)]);
+  return { group, user };
+}
+
 export function registerGroupRoutes(app: App, api: IdentityApi): void {
   app.get('/v3/groups', { schema: { response: { 200: many('groups', GroupEntity) } } }, async (request) => {
-    const auth = authorize(api, request, 'identity:list_groups');
+    const auth = authorize(api, request, 'identity:list_groups', listingTarget(request));
     const query = request.query as Query;
     const domainId = auth.scope.type === 'domain' ? auth.scope.domain.id : stringParameter(query, 'domain_id');
     const groups = await api.identity.listGroups({ name: stringMatches(query, 'name'), ...(domainId === undefined ? {} : { domainId }) });
@@ -18,8 +25,8 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
   });
 
   app.post('/v3/groups', { schema: { body: GroupCreate, response: { 201: one('group', GroupEntity) } } }, async (request, reply) => {
-    const auth = authorize(api, request, 'identity:create_group');
     const body = request.body.group;
+    const auth = authorize(api, request, 'identity:create_group', { group: { domainId: body.domain_id ?? defaultDomainOf(caller(request)) } });
     const group = await api.identity.createGroup({
       name: body.name,
       domainId: body.domain_id ?? defaultDomainOf(auth),
@@ -31,12 +38,12 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
   });
 
   app.get('/v3/groups/:group_id', { schema: { params: Params, response: { 200: one('group', GroupEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:get_group');
+    authorize(api, request, 'identity:get_group', { group: await groupTarget(api, request.params.group_id) });
     return { group: renderGroup(request, await api.identity.getGroup(request.params.group_id)) };
   });
 
   app.patch('/v3/groups/:group_id', { schema: { params: Params, body: GroupUpdate, response: { 200: one('group', GroupEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:update_group');
+    authorize(api, request, 'identity:update_group', { group: await groupTarget(api, request.params.group_id) });
     const body = request.body.group;
     const group = await api.identity.updateGroup(request.params.group_id, {
       id: typeof body.id === 'string' ? body.id : undefined,
@@ -49,13 +56,13 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
   });
 
   app.delete('/v3/groups/:group_id', { schema: { params: Params } }, async (request, reply) => {
-    authorize(api, request, 'identity:delete_group');
+    authorize(api, request, 'identity:delete_group', { group: await groupTarget(api, request.params.group_id) });
     await api.identity.deleteGroup(request.params.group_id);
     return noContent(reply);
   });
 
   app.get('/v3/groups/:group_id/users', { schema: { params: Params, response: { 200: many('users', UserEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:list_users_in_group');
+    authorize(api, request, 'identity:list_users_in_group', { group: await groupTarget(api, request.params.group_id) });
     await api.identity.getGroup(request.params.group_id);
     const query = request.query as Query;
     const enabled = booleanFilter(query, 'enabled');
@@ -70,19 +77,19 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
   });
 
   app.put('/v3/groups/:group_id/users/:user_id', { schema: { params: MemberParams } }, async (request, reply) => {
-    authorize(api, request, 'identity:add_user_to_group');
+    authorize(api, request, 'identity:add_user_to_group', await memberTarget(api, request.params));
     await api.identity.addUserToGroup(request.params.group_id, request.params.user_id);
     return noContent(reply);
   });
 
   app.get('/v3/groups/:group_id/users/:user_id', { schema: { params: MemberParams } }, async (request, reply) => {
-    authorize(api, request, 'identity:check_user_in_group');
+    authorize(api, request, 'identity:check_user_in_group', await memberTarget(api, request.params));
     await api.identity.checkUserInGroup(request.params.group_id, request.params.user_id);
     return noContent(reply);
   });
 
   app.delete('/v3/groups/:group_id/users/:user_id', { schema: { params: MemberParams } }, async (request, reply) => {
-    authorize(api, request, 'identity:remove_user_from_group');
+    authorize(api, request, 'identity:remove_user_from_group', await memberTarget(api, request.params));
     await api.identity.removeUserFromGroup(request.params.group_id, request.params.user_id);
     return noContent(reply);
   });

@@ -1,7 +1,8 @@
 import { Type } from 'typebox';
 import { NotFoundError } from '../../errors.ts';
-import { authorize, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
+import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { baseUrl, collectionLinks } from '../links.ts';
+import { listingTarget, projectTarget } from '../targets.ts';
 import { booleanFilter, listParameter, stringMatches, stringParameter, type Query } from '../query.ts';
 import { renderProject } from '../render.ts';
 import { ProjectCreate, ProjectEntity, ProjectUpdate, TagsBody, many, one, params } from '../schemas.ts';
@@ -13,7 +14,7 @@ const TagsResponse = Type.Object({ tags: Type.Array(Type.String()), links: Type.
 
 export function registerProjectRoutes(app: App, api: IdentityApi): void {
   app.get('/v3/projects', { schema: { response: { 200: many('projects', ProjectEntity) } } }, async (request) => {
-    const auth = authorize(api, request, 'identity:list_projects');
+    const auth = authorize(api, request, 'identity:list_projects', listingTarget(request));
     const query = request.query as Query;
     const enabled = booleanFilter(query, 'enabled');
     const isDomain = booleanFilter(query, 'is_domain');
@@ -35,8 +36,8 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
   });
 
   app.post('/v3/projects', { schema: { body: ProjectCreate, response: { 201: one('project', ProjectEntity) } } }, async (request, reply) => {
-    const auth = authorize(api, request, 'identity:create_project');
     const body = request.body.project;
+    const auth = authorize(api, request, 'identity:create_project', { project: { domainId: body.domain_id ?? defaultDomainOf(caller(request)) } });
     const project = await api.resources.createProject({
       id: body.is_domain && body.explicit_domain_id ? body.explicit_domain_id : undefined,
       name: body.name,
@@ -54,13 +55,13 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
   });
 
   app.get('/v3/projects/:project_id', { schema: { params: Params, response: { 200: one('project', ProjectEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:get_project', { projectId: request.params.project_id });
+    authorize(api, request, 'identity:get_project', { project: await projectTarget(api, request.params.project_id) });
     return { project: renderProject(request, await api.resources.getProject(request.params.project_id)) };
   });
 
   app.patch('/v3/projects/:project_id', { schema: { params: Params, body: ProjectUpdate, response: { 200: one('project', ProjectEntity) } } },
     async (request) => {
-      authorize(api, request, 'identity:update_project', { projectId: request.params.project_id });
+      authorize(api, request, 'identity:update_project', { project: await projectTarget(api, request.params.project_id) });
       const body = request.body.project;
       const project = await api.resources.updateProject(request.params.project_id, {
         id: typeof body.id === 'string' ? body.id : undefined,
@@ -79,7 +80,7 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
   );
 
   app.delete('/v3/projects/:project_id', { schema: { params: Params } }, async (request, reply) => {
-    authorize(api, request, 'identity:delete_project', { projectId: request.params.project_id });
+    authorize(api, request, 'identity:delete_project', { project: await projectTarget(api, request.params.project_id) });
     await api.resources.deleteProject(request.params.project_id);
     return noContent(reply);
   });
@@ -87,41 +88,41 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
   // ---- tags --------------------------------------------------------------------------------
 
   app.get('/v3/projects/:project_id/tags', { schema: { params: Params, response: { 200: TagsResponse } } }, async (request) => {
-    authorize(api, request, 'identity:list_project_tags', { projectId: request.params.project_id });
+    authorize(api, request, 'identity:list_project_tags', { project: await projectTarget(api, request.params.project_id) });
     const project = await api.resources.getProject(request.params.project_id);
     return { tags: project.tags, links: { self: `${baseUrl(request)}/v3/projects/${project.id}/tags` } };
   });
 
   app.put('/v3/projects/:project_id/tags', { schema: { params: Params, body: TagsBody, response: { 200: TagsResponse } } },
     async (request) => {
-      authorize(api, request, 'identity:update_project_tags', { projectId: request.params.project_id });
+      authorize(api, request, 'identity:update_project_tags', { project: await projectTarget(api, request.params.project_id) });
       const tags = await api.resources.replaceTags(request.params.project_id, request.body.tags);
       return { tags, links: { self: `${baseUrl(request)}/v3/projects/${request.params.project_id}/tags` } };
     },
   );
 
   app.delete('/v3/projects/:project_id/tags', { schema: { params: Params } }, async (request, reply) => {
-    authorize(api, request, 'identity:delete_project_tags', { projectId: request.params.project_id });
+    authorize(api, request, 'identity:delete_project_tags', { project: await projectTarget(api, request.params.project_id) });
     await api.resources.replaceTags(request.params.project_id, []);
     return noContent(reply);
   });
 
   app.get('/v3/projects/:project_id/tags/:tag', { schema: { params: TagParams } }, async (request, reply) => {
-    authorize(api, request, 'identity:get_project_tag', { projectId: request.params.project_id });
+    authorize(api, request, 'identity:get_project_tag', { project: await projectTarget(api, request.params.project_id) });
     const project = await api.resources.getProject(request.params.project_id);
     if (!project.tags.includes(request.params.tag)) throw new NotFoundError(`Could not find project tag: ${request.params.tag}.`);
     return noContent(reply);
   });
 
   app.put('/v3/projects/:project_id/tags/:tag', { schema: { params: TagParams } }, async (request, reply) => {
-    authorize(api, request, 'identity:create_project_tag', { projectId: request.params.project_id });
+    authorize(api, request, 'identity:create_project_tag', { project: await projectTarget(api, request.params.project_id) });
     await api.resources.addTag(request.params.project_id, request.params.tag);
     const location = `${baseUrl(request)}/v3/projects/${request.params.project_id}/tags/${encodeURIComponent(request.params.tag)}`;
     return reply.code(201).header('Location', location).send();
   });
 
   app.delete('/v3/projects/:project_id/tags/:tag', { schema: { params: TagParams } }, async (request, reply) => {
-    authorize(api, request, 'identity:delete_project_tag', { projectId: request.params.project_id });
+    authorize(api, request, 'identity:delete_project_tag', { project: await projectTarget(api, request.params.project_id) });
     await api.resources.removeTag(request.params.project_id, request.params.tag);
     return noContent(reply);
   });

@@ -1,16 +1,20 @@
-import { authorize, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
+import { userPrincipal, type LoginAttempt } from '../../token/login-throttle.ts';
+import { auditAuthenticationFailure, auditInitiator } from '../audit.ts';
+import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
+import { listingTarget, userTarget } from '../targets.ts';
 import { booleanFilter, stringMatches, stringParameter, type Query } from '../query.ts';
 import { renderGroup, renderProject, renderUser } from '../render.ts';
 import { GroupEntity, PasswordChange, ProjectEntity, UserCreate, UserEntity, UserUpdate, many, one, params } from '../schemas.ts';
 import { Type } from 'typebox';
+import { ValidationError } from '../../errors.ts';
 
 const USER_FIELDS = ['id', 'name', 'domain_id', 'password', 'enabled', 'default_project_id', 'options', 'links', 'extra', 'password_expires_at'] as const;
 const Params = params('user_id');
 
 export function registerUserRoutes(app: App, api: IdentityApi): void {
   app.get('/v3/users', { schema: { response: { 200: many('users', UserEntity) } } }, async (request) => {
-    const auth = authorize(api, request, 'identity:list_users');
+    const auth = authorize(api, request, 'identity:list_users', listingTarget(request));
     const query = request.query as Query;
     const enabled = booleanFilter(query, 'enabled');
     const domainId = auth.scope.type === 'domain' ? auth.scope.domain.id : stringParameter(query, 'domain_id');
@@ -23,8 +27,8 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
   });
 
   app.post('/v3/users', { schema: { body: UserCreate, response: { 201: one('user', UserEntity) } } }, async (request, reply) => {
-    const auth = authorize(api, request, 'identity:create_user');
     const body = request.body.user;
+    const auth = authorize(api, request, 'identity:create_user', { user: { domainId: body.domain_id ?? defaultDomainOf(caller(request)) } });
     const user = await api.identity.createUser({
       name: body.name,
       domainId: body.domain_id ?? defaultDomainOf(auth),
@@ -39,12 +43,12 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
   });
 
   app.get('/v3/users/:user_id', { schema: { params: Params, response: { 200: one('user', UserEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:get_user', { userId: request.params.user_id });
+    authorize(api, request, 'identity:get_user', { user: await userTarget(api, request.params.user_id) });
     return { user: renderUser(request, await api.identity.getUser(request.params.user_id)) };
   });
 
   app.patch('/v3/users/:user_id', { schema: { params: Params, body: UserUpdate, response: { 200: one('user', UserEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:update_user', { userId: request.params.user_id });
+    authorize(api, request, 'identity:update_user', { user: await userTarget(api, request.params.user_id) });
     const body = request.body.user;
     const user = await api.identity.updateUser(request.params.user_id, {
       id: typeof body.id === 'string' ? body.id : undefined,
@@ -61,14 +65,32 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
   });
 
   app.delete('/v3/users/:user_id', { schema: { params: Params } }, async (request, reply) => {
-    authorize(api, request, 'identity:delete_user', { userId: request.params.user_id });
+    authorize(api, request, 'identity:delete_user', { user: await userTarget(api, request.params.user_id) });
     await api.identity.deleteUser(request.params.user_id);
     return noContent(reply);
   });
 
   app.post('/v3/users/:user_id/password', { config: { public: true }, schema: { params: Params, body: PasswordChange } }, async (request, reply) => {
     const { original_password, password } = request.body.user;
-    await api.identity.changePassword(request.params.user_id, original_password, password);
+    const userId = request.params.user_id;
+    // The original password is guessable here as on POST /v3/auth/tokens: the same limits apply.
+    const initiator = { ...auditInitiator(api, request, reply), userId };
+    let attempt: LoginAttempt | undefined;
+    try {
+      attempt = await api.loginThrottle.begin(initiator.address, userPrincipal(userId));
+      await api.identity.changePassword(userId, original_password, password);
+    } catch (error) {
+      // A password-policy refusal comes after the original password was proven right.
+      if (!(error instanceof ValidationError)) {
+        auditAuthenticationFailure(api.audit, initiator, error);
+        throw error;
+      }
+      await attempt?.succeeded();
+      api.audit.authenticate('success', initiator);
+      throw error;
+    }
+    await attempt.succeeded();
+    api.audit.authenticate('success', initiator);
     return noContent(reply);
   });
 
@@ -81,7 +103,7 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
       },
     },
     async (request) => {
-      authorize(api, request, 'identity:list_groups_for_user', { userId: request.params.user_id });
+      authorize(api, request, 'identity:list_groups_for_user', { user: await userTarget(api, request.params.user_id) });
       await api.identity.getUser(request.params.user_id);
       const groups = await api.identity.listGroups({ userId: request.params.user_id, name: stringMatches(request.query as Query, 'name') });
       return {
@@ -92,7 +114,7 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
   );
 
   app.get('/v3/users/:user_id/projects', { schema: { params: Params, response: { 200: many('projects', ProjectEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:list_user_projects', { userId: request.params.user_id });
+    authorize(api, request, 'identity:list_user_projects', { user: await userTarget(api, request.params.user_id) });
     await api.identity.getUser(request.params.user_id);
     const query = request.query as Query;
     const ids = await api.assignments.targetsOfUser(request.params.user_id, 'project');

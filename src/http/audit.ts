@@ -1,0 +1,173 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AuthenticationError, ServiceError, ValidationError } from '../errors.ts';
+import type { AuditInitiator, AuditTrail, RoleAssignmentAudit } from '../events/audit.ts';
+import type { App, IdentityApi } from './context.ts';
+import { statusOf } from './errors.ts';
+
+/** Who is behind a request, as the audit trail names it (never the token itself). */
+export function auditInitiator(api: Pick<IdentityApi, 'clientAddress'>, request: FastifyRequest, reply: FastifyReply): AuditInitiator {
+  const auth = request.auth;
+  const agent = request.headers['user-agent'];
+  const requestId = reply.getHeader('x-openstack-request-id');
+  return {
+    address: api.clientAddress(request.raw.socket.remoteAddress, request.headers),
+    ...(typeof agent === 'string' ? { agent } : {}),
+    ...(typeof requestId === 'string' ? { requestId } : {}),
+    ...(auth
+      ? {
+          userId: auth.user.id,
+          userName: auth.user.name,
+          projectId: auth.scope.type === 'project' ? auth.scope.project.id : undefined,
+          domainId: auth.scope.type === 'domain' ? auth.scope.domain.id : undefined,
+        }
+      : {}),
+  };
+}
+
+/**
+ * identity.authenticate with outcome failure. Malformed requests (400) are not authentication
+ * attempts; everything else is, with the real cause for an auditor (the client saw a generic 401).
+ */
+export function auditAuthenticationFailure(trail: AuditTrail, initiator: AuditInitiator, error: unknown, userName?: string): void {
+  if (!(error instanceof ServiceError) || error instanceof ValidationError) return;
+  const failure = error instanceof AuthenticationError ? error.failure : undefined;
+  trail.authenticate(
+    'failure',
+    { ...initiator, ...(failure?.userId ? { userId: failure.userId } : {}), ...(userName ? { userName } : {}) },
+    { reasonType: failure?.reason ?? error.message, reasonCode: String(failure?.code ?? statusOf(error)) },
+  );
+}
+
+/** The audit event a successful write is, derived from its route. */
+export type WriteAudit =
+  | {
+      kind: 'resource';
+      operation: 'created' | 'updated' | 'deleted';
+      type: string;
+      id: string;
+      actor?: { id: string; type: string; operation: 'added' | 'removed' };
+    }
+  | { kind: 'role_assignment'; operation: 'created' | 'deleted'; assignment: RoleAssignmentAudit };
+
+/** Writes whose routes audit themselves (authentication, token revocation) or change nothing. */
+const NOT_AUDITED_HERE = new Set(['POST /v3/auth/tokens', 'DELETE /v3/auth/tokens', 'POST /v3/gateway/policy/explain']);
+
+const SINGULAR: Record<string, string> = {
+  users: 'user',
+  groups: 'group',
+  projects: 'project',
+  domains: 'domain',
+  roles: 'role',
+  regions: 'region',
+  services: 'service',
+  endpoints: 'endpoint',
+  policies: 'policy',
+};
+
+const GRANT = /\/(users|groups)\/:actor_id\/roles\/:role_id(\/inherited_to_projects)?$/;
+
+/**
+ * Keystone's notification for a write route: `null` when the route is audited elsewhere or writes
+ * nothing, `undefined` for a route this table does not know (a test keeps that from happening).
+ */
+export function describeWrite(
+  method: string,
+  url: string,
+  params: Record<string, string>,
+  responseBody: () => Record<string, unknown> | undefined,
+): WriteAudit | null | undefined {
+  if (NOT_AUDITED_HERE.has(`${method} ${url}`)) return null;
+  const grant = GRANT.exec(url);
+  if (grant && (method === 'PUT' || method === 'DELETE')) {
+    const actor = grant[1] === 'users' ? { userId: params.actor_id } : { groupId: params.actor_id };
+    const target = url.startsWith('/v3/system/')
+      ? { system: true }
+      : /^\/v3\/(OS-INHERIT\/)?projects\//.test(url)
+        ? { projectId: params.target_id }
+        : { domainId: params.target_id };
+    return {
+      kind: 'role_assignment',
+      operation: method === 'PUT' ? 'created' : 'deleted',
+      assignment: { roleId: params.role_id!, ...actor, ...target, inherited: url.startsWith('/v3/OS-INHERIT/') },
+    };
+  }
+  const operation = method === 'POST' ? 'created' : method === 'PATCH' ? 'updated' : method === 'DELETE' ? 'deleted' : undefined;
+  switch (url) {
+    case '/v3/groups/:group_id/users/:user_id':
+      if (method !== 'PUT' && method !== 'DELETE') return undefined;
+      return {
+        kind: 'resource',
+        operation: 'updated',
+        type: 'group',
+        id: params.group_id!,
+        actor: { id: params.user_id!, type: 'user', operation: method === 'PUT' ? 'added' : 'removed' },
+      };
+    case '/v3/projects/:project_id/tags':
+    case '/v3/projects/:project_id/tags/:tag':
+      return { kind: 'resource', operation: 'updated', type: 'project', id: params.project_id! };
+    case '/v3/roles/:prior_role_id/implies/:implied_role_id':
+      if (method !== 'PUT' && method !== 'DELETE') return undefined;
+      return { kind: 'resource', operation: method === 'PUT' ? 'created' : 'deleted', type: 'implied_role', id: `${params.prior_role_id}:${params.implied_role_id}` };
+    case '/v3/users/:user_id/password':
+      return { kind: 'resource', operation: 'updated', type: 'user', id: params.user_id! };
+    case '/v3/users/:user_id/application_credentials': {
+      const id = (responseBody()?.application_credential as { id?: unknown } | undefined)?.id;
+      return method === 'POST' && typeof id === 'string' ? { kind: 'resource', operation: 'created', type: 'application_credential', id } : undefined;
+    }
+    case '/v3/users/:user_id/application_credentials/:application_credential_id':
+      return { kind: 'resource', operation: 'deleted', type: 'application_credential', id: params.application_credential_id! };
+    case '/v3/users/:user_id/access_rules/:access_rule_id':
+      return { kind: 'resource', operation: 'deleted', type: 'access_rule', id: params.access_rule_id! };
+    case '/v3/regions/:region_id':
+      if (method === 'PUT') return { kind: 'resource', operation: 'created', type: 'region', id: params.region_id! };
+  }
+  // /v3/{collection} (create) and /v3/{collection}/:{id} (update, delete).
+  const collection = /^\/v3\/([a-z_]+)$/.exec(url);
+  if (collection && operation === 'created') {
+    const type = SINGULAR[collection[1]!];
+    const id = type ? (responseBody()?.[type] as { id?: unknown } | undefined)?.id : undefined;
+    return type && typeof id === 'string' ? { kind: 'resource', operation, type, id } : undefined;
+  }
+  const item = /^\/v3\/([a-z_]+)\/:([a-z_]+)$/.exec(url);
+  if (item && (operation === 'updated' || operation === 'deleted')) {
+    const type = SINGULAR[item[1]!];
+    const id = params[item[2]!];
+    return type && id ? { kind: 'resource', operation, type, id } : undefined;
+  }
+  return undefined;
+}
+
+function record(trail: AuditTrail, initiator: AuditInitiator, audit: WriteAudit): void {
+  if (audit.kind === 'role_assignment') trail.roleAssignment(audit.operation, initiator, audit.assignment);
+  else trail.resource(audit.operation, audit.type, audit.id, initiator, audit.actor);
+}
+
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** One audit event per successful create, update or delete of the identity API. */
+export function registerAuditHooks(app: App, api: IdentityApi): void {
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (!WRITES.has(request.method) || reply.statusCode >= 300 || reply.statusCode < 200) return payload;
+    const url = request.routeOptions.url;
+    if (!url) return payload;
+    const responseBody = () => {
+      try {
+        return typeof payload === 'string' ? (JSON.parse(payload) as Record<string, unknown>) : undefined;
+      } catch {
+        return undefined;
+      }
+    };
+    const params = (request.params ?? {}) as Record<string, string>;
+    const audit = describeWrite(request.method, url, params, responseBody);
+    if (audit === undefined) {
+      request.log.warn({ method: request.method, route: url }, 'a write with no audit event');
+      return payload;
+    }
+    if (!audit) return payload;
+    const initiator = auditInitiator(api, request, reply);
+    // A self-service password change has no token: its original password proved the user.
+    if (!request.auth && url === '/v3/users/:user_id/password') initiator.userId = params.user_id;
+    record(api.audit, initiator, audit);
+    return payload;
+  });
+}

@@ -1,0 +1,285 @@
+// The protection matrix of the identity API: every route family × persona → allowed or denied by
+// policy, as Keystone 22's default policy decides it. One table, run against this service
+// (test/http/protection-matrix.test.ts) and against a real Keystone when one is up
+// (test/e2e/protection-matrix-keystone.test.ts), so the two are compared cell by cell.
+
+export const PERSONAS = [
+  'system_admin',
+  'system_reader',
+  'domain_admin',
+  'domain_reader',
+  'project_admin',
+  'project_member',
+  'project_reader',
+  'other_project_member',
+  'no_token',
+] as const;
+export type Persona = (typeof PERSONAS)[number];
+
+// Keystone 22 (enforce_scope=false): any token with `admin` is a cloud administrator.
+const ADMINS: Persona[] = ['system_admin', 'domain_admin', 'project_admin'];
+const SYSTEM_READERS: Persona[] = ['system_admin', 'system_reader'];
+const DOMAIN_READERS: Persona[] = ['domain_admin', 'domain_reader'];
+const PROJECT_TOKENS: Persona[] = ['project_admin', 'project_member', 'project_reader'];
+const EVERYONE: Persona[] = PERSONAS.filter((persona) => persona !== 'no_token');
+
+export interface MatrixRow {
+  method: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /**
+   * Placeholders: :domain (D), :project (P, in D), :user and :group (in D), :other_user (in
+   * Default), :role (member), :self (the persona's own user), :fresh_* (created for the call).
+   */
+  path: string;
+  /** Personas the policy lets through; the others (with a token) get 403, no token 401. */
+  allowed: Persona[];
+  body?: (unique: string) => unknown;
+  /** X-Subject-Token: the persona's own token, or another user's. */
+  subject?: 'own' | 'other';
+  note?: string;
+}
+
+const union = (...groups: Persona[][]): Persona[] => [...new Set(groups.flat())];
+
+export const PROTECTION_MATRIX: MatrixRow[] = [
+  // tokens
+  { method: 'GET', path: '/v3/auth/tokens', subject: 'own', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/auth/tokens', subject: 'other', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/auth/catalog', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/auth/projects', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/OS-REVOKE/events', allowed: ADMINS },
+  // domains
+  { method: 'GET', path: '/v3/domains', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/domains/:domain', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS, PROJECT_TOKENS) },
+  { method: 'POST', path: '/v3/domains', allowed: ADMINS, body: (unique) => ({ domain: { name: `m-${unique}` } }) },
+  { method: 'PATCH', path: '/v3/domains/:fresh_domain', allowed: ADMINS, body: () => ({ domain: { description: 'x' } }) },
+  { method: 'DELETE', path: '/v3/domains/:fresh_domain', allowed: ADMINS },
+  // projects
+  { method: 'GET', path: '/v3/projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/projects/:project', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS, PROJECT_TOKENS) },
+  { method: 'GET', path: '/v3/projects/:project/tags', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS, PROJECT_TOKENS) },
+  { method: 'PUT', path: '/v3/projects/:project/tags/matrix', allowed: ADMINS },
+  { method: 'POST', path: '/v3/projects', allowed: ADMINS, body: (unique) => ({ project: { name: `m-${unique}` } }) },
+  { method: 'PATCH', path: '/v3/projects/:fresh_project', allowed: ADMINS, body: () => ({ project: { description: 'x' } }) },
+  { method: 'DELETE', path: '/v3/projects/:fresh_project', allowed: ADMINS },
+  { method: 'GET', path: '/v3/users/:user/projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/users/:self/projects', allowed: EVERYONE },
+  // users
+  { method: 'GET', path: '/v3/users', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/users/:user', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/users/:other_user', allowed: union(ADMINS, SYSTEM_READERS), note: 'a domain reader reads only its domain' },
+  { method: 'GET', path: '/v3/users/:self', allowed: EVERYONE },
+  { method: 'POST', path: '/v3/users', allowed: ADMINS, body: (unique) => ({ user: { name: `m-${unique}` } }) },
+  { method: 'PATCH', path: '/v3/users/:fresh_user', allowed: ADMINS, body: () => ({ user: { description: 'x' } }) },
+  { method: 'PATCH', path: '/v3/users/:self', allowed: ADMINS, body: () => ({ user: { description: 'x' } }), note: 'users do not update themselves' },
+  { method: 'DELETE', path: '/v3/users/:fresh_user', allowed: ADMINS },
+  { method: 'GET', path: '/v3/users/:user/groups', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/users/:self/groups', allowed: EVERYONE },
+  // groups
+  { method: 'GET', path: '/v3/groups', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/groups/:group', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/groups/:group/users', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'HEAD', path: '/v3/groups/:group/users/:user', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'PUT', path: '/v3/groups/:group/users/:user', allowed: ADMINS },
+  { method: 'POST', path: '/v3/groups', allowed: ADMINS, body: (unique) => ({ group: { name: `m-${unique}` } }) },
+  { method: 'PATCH', path: '/v3/groups/:fresh_group', allowed: ADMINS, body: () => ({ group: { description: 'x' } }) },
+  { method: 'DELETE', path: '/v3/groups/:fresh_group', allowed: ADMINS },
+  // roles
+  { method: 'GET', path: '/v3/roles', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/roles/:role', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/role_inferences', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'POST', path: '/v3/roles', allowed: ADMINS, body: (unique) => ({ role: { name: `m-${unique}` } }) },
+  { method: 'DELETE', path: '/v3/roles/:fresh_role', allowed: ADMINS },
+  // role assignments
+  { method: 'GET', path: '/v3/projects/:project/users/:user/roles', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'HEAD', path: '/v3/projects/:project/users/:user/roles/:role', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'PUT', path: '/v3/projects/:project/users/:user/roles/:role', allowed: ADMINS },
+  { method: 'GET', path: '/v3/domains/:domain/users/:other_user/roles', allowed: union(ADMINS, SYSTEM_READERS), note: 'the actor is outside the domain' },
+  { method: 'GET', path: '/v3/system/users/:user/roles', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/role_assignments', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  // catalog
+  { method: 'GET', path: '/v3/regions', allowed: EVERYONE },
+  { method: 'POST', path: '/v3/regions', allowed: ADMINS, body: (unique) => ({ region: { id: `m-${unique}` } }) },
+  { method: 'GET', path: '/v3/services', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'POST', path: '/v3/services', allowed: ADMINS, body: (unique) => ({ service: { type: `m-${unique}` } }) },
+  { method: 'GET', path: '/v3/endpoints', allowed: union(ADMINS, SYSTEM_READERS) },
+  // application credentials and access rules
+  { method: 'GET', path: '/v3/users/:self/application_credentials', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/users/:user/application_credentials', allowed: union(ADMINS, SYSTEM_READERS) },
+  {
+    method: 'POST',
+    path: '/v3/users/:user/application_credentials',
+    allowed: [],
+    body: (unique) => ({ application_credential: { name: `m-${unique}` } }),
+    note: 'only the owner creates API keys, not even an admin for someone else',
+  },
+  { method: 'GET', path: '/v3/users/:user/access_rules', allowed: SYSTEM_READERS, note: 'no admin shortcut for access rules' },
+  { method: 'GET', path: '/v3/users/:self/access_rules', allowed: EVERYONE },
+];
+
+/** Rows that only this service has (not compared with Keystone). */
+export const OWN_ROWS: MatrixRow[] = [
+  {
+    method: 'POST',
+    path: '/v3/gateway/policy/explain',
+    allowed: ADMINS,
+    body: () => ({ explain: { method: 'GET', path: '/compute/v2.1', roles: ['reader'], scope: 'project' } }),
+  },
+];
+
+// ---- running it over HTTP ----------------------------------------------------------------------
+
+export interface HttpAnswer {
+  status: number;
+  body: any;
+  subjectToken: string | null;
+}
+
+/** A Keystone v3 endpoint reached over real HTTP: ours or the real Keystone. */
+export class IdentityClient {
+  constructor(readonly baseUrl: string) {}
+
+  async call(method: string, path: string, options: { token?: string; body?: unknown; subject?: string } = {}): Promise<HttpAnswer> {
+    const headers: Record<string, string> = {};
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    if (options.token) headers['x-auth-token'] = options.token;
+    if (options.subject) headers['x-subject-token'] = options.subject;
+    const response = await fetch(`${this.baseUrl}${path}`, {
+      method,
+      headers,
+      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+    });
+    const text = method === 'HEAD' ? '' : await response.text();
+    let body: unknown;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = text;
+    }
+    return { status: response.status, body, subjectToken: response.headers.get('x-subject-token') };
+  }
+
+  async login(auth: Record<string, unknown>): Promise<string> {
+    const answer = await this.call('POST', '/v3/auth/tokens', { body: { auth } });
+    if (answer.status !== 201 || !answer.subjectToken) throw new Error(`login failed: ${answer.status} ${JSON.stringify(answer.body)}`);
+    return answer.subjectToken;
+  }
+}
+
+export interface MatrixWorld {
+  client: IdentityClient;
+  admin: string;
+  tokens: Record<Exclude<Persona, 'no_token'>, string>;
+  users: Record<Exclude<Persona, 'no_token'>, string>;
+  ids: { domain: string; project: string; user: string; group: string; other_user: string; role: string };
+  /** A token of another user (`:user`), for the X-Subject-Token rows. */
+  otherToken: string;
+  unique(): string;
+}
+
+/**
+ * Creates the personas and targets through the API as the admin: domain D with project P, user
+ * and group in D (the user a member of the group and holding member on P), a user in Default,
+ * and one user per persona with its role and a token of the persona's scope.
+ */
+export async function buildMatrixWorld(client: IdentityClient, adminName: string, adminPassword: string): Promise<MatrixWorld> {
+  const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
+  let counter = 0;
+  const unique = () => `${run}-${++counter}`;
+  const admin = await client.login({
+    identity: { methods: ['password'], password: { user: { name: adminName, domain: { id: 'default' }, password: adminPassword } } },
+    scope: { project: { name: 'admin', domain: { id: 'default' } } },
+  });
+  const must = async (method: string, path: string, body?: unknown) => {
+    const answer = await client.call(method, path, { token: admin, body });
+    if (answer.status >= 300) throw new Error(`${method} ${path}: ${answer.status} ${JSON.stringify(answer.body)}`);
+    return answer.body;
+  };
+  const roles: Record<string, string> = {};
+  for (const name of ['admin', 'member', 'reader']) roles[name] = (await must('GET', `/v3/roles?name=${name}`)).roles[0].id;
+  const domain = (await must('POST', '/v3/domains', { domain: { name: `matrix-${run}` } })).domain.id as string;
+  const project = (await must('POST', '/v3/projects', { project: { name: `p-${run}`, domain_id: domain } })).project.id as string;
+  const otherProject = (await must('POST', '/v3/projects', { project: { name: `q-${run}`, domain_id: 'default' } })).project.id as string;
+  const password = 'Matrix-Pw-1';
+  const newUser = async (name: string, domainId: string) => (await must('POST', '/v3/users', { user: { name: `${name}-${run}`, domain_id: domainId, password } })).user.id as string;
+  const user = await newUser('target', domain);
+  const otherUser = await newUser('outsider', 'default');
+  const group = (await must('POST', '/v3/groups', { group: { name: `g-${run}`, domain_id: domain } })).group.id as string;
+  await must('PUT', `/v3/groups/${group}/users/${user}`);
+  await must('PUT', `/v3/projects/${project}/users/${user}/roles/${roles.member}`);
+
+  const setup: Record<Exclude<Persona, 'no_token'>, { grant: string; scope: Record<string, unknown> }> = {
+    system_admin: { grant: `/v3/system/users/:id/roles/${roles.admin}`, scope: { system: { all: true } } },
+    system_reader: { grant: `/v3/system/users/:id/roles/${roles.reader}`, scope: { system: { all: true } } },
+    domain_admin: { grant: `/v3/domains/${domain}/users/:id/roles/${roles.admin}`, scope: { domain: { id: domain } } },
+    domain_reader: { grant: `/v3/domains/${domain}/users/:id/roles/${roles.reader}`, scope: { domain: { id: domain } } },
+    project_admin: { grant: `/v3/projects/${project}/users/:id/roles/${roles.admin}`, scope: { project: { id: project } } },
+    project_member: { grant: `/v3/projects/${project}/users/:id/roles/${roles.member}`, scope: { project: { id: project } } },
+    project_reader: { grant: `/v3/projects/${project}/users/:id/roles/${roles.reader}`, scope: { project: { id: project } } },
+    other_project_member: { grant: `/v3/projects/${otherProject}/users/:id/roles/${roles.member}`, scope: { project: { id: otherProject } } },
+  };
+  const tokens = {} as MatrixWorld['tokens'];
+  const users = {} as MatrixWorld['users'];
+  for (const [persona, { grant, scope }] of Object.entries(setup) as [Exclude<Persona, 'no_token'>, (typeof setup)['system_admin']][]) {
+    const id = await newUser(persona.replace(/_/g, '-'), persona.startsWith('domain') || persona.startsWith('project_') ? domain : 'default');
+    await must('PUT', grant.replace(':id', id));
+    users[persona] = id;
+    tokens[persona] = await client.login({ identity: { methods: ['password'], password: { user: { id, password } } }, scope });
+  }
+  const otherToken = await client.login({ identity: { methods: ['password'], password: { user: { id: user, password } } }, scope: { project: { id: project } } });
+  return { client, admin, tokens, users, ids: { domain, project, user, group, other_user: otherUser, role: roles.member! }, otherToken, unique };
+}
+
+/** Creates what a :fresh_* placeholder names, as the admin. */
+async function fresh(world: MatrixWorld, kind: string): Promise<string> {
+  const { client, admin, ids } = world;
+  const name = `f-${world.unique()}`;
+  const create: Record<string, [string, unknown, string]> = {
+    fresh_domain: ['/v3/domains', { domain: { name, enabled: false } }, 'domain'],
+    fresh_project: ['/v3/projects', { project: { name, domain_id: ids.domain } }, 'project'],
+    fresh_user: ['/v3/users', { user: { name, domain_id: ids.domain } }, 'user'],
+    fresh_group: ['/v3/groups', { group: { name, domain_id: ids.domain } }, 'group'],
+    fresh_role: ['/v3/roles', { role: { name } }, 'role'],
+  };
+  const [path, body, key] = create[kind]!;
+  const answer = await client.call('POST', path, { token: admin, body });
+  if (answer.status !== 201) throw new Error(`creating ${kind}: ${answer.status} ${JSON.stringify(answer.body)}`);
+  return answer.body[key].id;
+}
+
+export type Verdict = 'allowed' | 'denied' | 'unauthenticated';
+
+/**
+ * Policy said no: 403 naming the rule, as Keystone's policy denials do. Other 403s (deleting an
+ * enabled domain, a catalog for a token without a project) are the operation's, not the policy's.
+ */
+export function verdictOf(answer: HttpAnswer): Verdict {
+  if (answer.status === 401) return 'unauthenticated';
+  if (answer.status === 403) {
+    const message = String(answer.body?.error?.message ?? '');
+    // HEAD answers carry no body: a 403 there is the policy's.
+    if (message === '' || message.startsWith('You are not authorized to perform the requested action: identity:')) return 'denied';
+  }
+  return 'allowed';
+}
+
+export function expectedVerdict(row: MatrixRow, persona: Persona): Verdict {
+  if (persona === 'no_token') return 'unauthenticated';
+  return row.allowed.includes(persona) ? 'allowed' : 'denied';
+}
+
+/** Sends one row as one persona and returns what the policy did. */
+export async function runCell(world: MatrixWorld, row: MatrixRow, persona: Persona): Promise<{ verdict: Verdict; answer: HttpAnswer }> {
+  let path = row.path;
+  for (const match of row.path.match(/:[a-z_]+/g) ?? []) {
+    const name = match.slice(1);
+    let value: string;
+    if (name.startsWith('fresh_')) value = await fresh(world, name);
+    else if (name === 'self') value = persona === 'no_token' ? world.ids.user : world.users[persona];
+    else value = world.ids[name as keyof MatrixWorld['ids']];
+    path = path.replace(match, value);
+  }
+  const token = persona === 'no_token' ? undefined : world.tokens[persona];
+  const subject = row.subject === 'own' ? (token ?? world.otherToken) : row.subject === 'other' ? world.otherToken : undefined;
+  const answer = await world.client.call(row.method, path, { token, subject, body: row.body?.(world.unique()) });
+  return { verdict: verdictOf(answer), answer };
+}

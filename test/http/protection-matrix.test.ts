@@ -1,0 +1,21 @@
+import t from 'tap';
+import { ADMIN_PASSWORD, startTestApp } from '../helpers/app.ts';
+import { buildMatrixWorld, expectedVerdict, IdentityClient, OWN_ROWS, PERSONAS, PROTECTION_MATRIX, runCell } from '../helpers/protection-matrix.ts';
+
+// Every identity route family × persona, from the one table in test/helpers/protection-matrix.ts:
+// Keystone 22's default policy, as policies/identity/ expresses it.
+t.test('the identity API protection matrix', async (t) => {
+  const { app } = await startTestApp(t);
+  await app.server.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.server.address();
+  const client = new IdentityClient(`http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`);
+  const world = await buildMatrixWorld(client, 'admin', ADMIN_PASSWORD);
+  for (const row of [...PROTECTION_MATRIX, ...OWN_ROWS]) {
+    for (const persona of PERSONAS) {
+      const { verdict, answer } = await runCell(world, row, persona);
+      const expected = expectedVerdict(row, persona);
+      t.equal(verdict, expected, `${row.method} ${row.path}${row.subject ? ` (${row.subject} token)` : ''} as ${persona}${verdict === expected ? '' : `: ${answer.status} ${JSON.stringify(answer.body)}`}`);
+      if (answer.status >= 500) t.fail(`${row.method} ${row.path} as ${persona}: server error ${answer.status}`);
+    }
+  }
+});

@@ -1,0 +1,108 @@
+import t from 'tap';
+import { PasswordHasher } from '../../src/identity/password-hash.ts';
+import { startTestApp } from '../helpers/app.ts';
+
+// An unknown user, a wrong password, a disabled user and a locked user must look the same to a
+// client: status, headers, body, and time (each costs one bcrypt verification). Timing is compared
+// statistically with generous bounds: medians of interleaved samples, bcrypt at cost 8 so hashing
+// dominates everything else a request does.
+
+const ROUNDS = 8;
+const SAMPLES = 20;
+const WARM_UP = 3;
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+function quartiles(values: number[]): string {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (fraction: number) => sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))]!.toFixed(1);
+  return `p25 ${at(0.25)} ms, median ${median(values).toFixed(1)} ms, p75 ${at(0.75)} ms`;
+}
+
+t.test('unknown user, wrong password, disabled user and locked user are indistinguishable', async (t) => {
+  const app = await startTestApp(t, {
+    PASSWORD_HASH_ROUNDS: String(ROUNDS),
+    IDENTITY_LOCKOUT_FAILURE_ATTEMPTS: '3',
+    // The rate limits would answer 429 long before the samples are taken.
+    AUTH_RATE_LIMIT_PER_USER: '0',
+    AUTH_RATE_LIMIT_PER_ADDRESS: '0',
+  });
+  // The wrong-password user must not lock while it is sampled; its failures are still recorded.
+  await app.call('POST', '/v3/users', { user: { name: 'wrong-password', password: 'Right-1', options: { ignore_lockout_failure_attempts: true } } });
+  await app.call('POST', '/v3/users', { user: { name: 'disabled', password: 'Right-1', enabled: false } });
+  await app.call('POST', '/v3/users', { user: { name: 'locked', password: 'Right-1' } });
+  for (let i = 0; i < 3; i++) await app.login({ name: 'locked', domain: { id: 'default' } }, 'wrong');
+
+  // Each kind with the password an attacker would most like to confirm.
+  const kinds = {
+    'unknown user': { name: 'no-such-user', password: 'Right-1' },
+    'wrong password': { name: 'wrong-password', password: 'Wrong-1' },
+    'disabled user': { name: 'disabled', password: 'Right-1' },
+    'locked user': { name: 'locked', password: 'Right-1' },
+  } as const;
+  type Kind = keyof typeof kinds;
+  const names = Object.keys(kinds) as Kind[];
+  const attempt = async (kind: Kind) => {
+    const { name, password } = kinds[kind];
+    const started = performance.now();
+    const response = await app.request({
+      method: 'POST',
+      url: '/v3/auth/tokens',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ auth: { identity: { methods: ['password'], password: { user: { name, domain: { id: 'default' }, password } } } } }),
+    });
+    return { response, milliseconds: performance.now() - started };
+  };
+
+  const times = Object.fromEntries(names.map((kind) => [kind, [] as number[]])) as Record<Kind, number[]>;
+  const answers: Record<Kind, { status: number; body: string; headers: string[] }[]> = Object.fromEntries(names.map((kind) => [kind, []])) as never;
+  for (let round = 0; round < WARM_UP + SAMPLES; round++) {
+    // Interleaved, in a different order each round, so drift in machine load hits every kind alike.
+    const order = names.map((kind, index) => ({ kind, sort: (index + round) % names.length }))
+      .sort((a, b) => a.sort - b.sort)
+      .map(({ kind }) => kind);
+    if (round % 2) order.reverse();
+    for (const kind of order) {
+      const { response, milliseconds } = await attempt(kind);
+      if (round < WARM_UP) continue;
+      times[kind].push(milliseconds);
+      answers[kind].push({
+        status: response.statusCode,
+        body: response.body,
+        headers: Object.keys(response.headers).filter((name) => name !== 'x-openstack-request-id' && name !== 'date').sort(),
+      });
+    }
+  }
+
+  const reference = answers['unknown user'][0]!;
+  t.equal(reference.status, 401);
+  t.same(JSON.parse(reference.body), { error: { code: 401, title: 'Unauthorized', message: 'The request you have made requires authentication.' } });
+  t.notOk(reference.headers.includes('x-subject-token'));
+  for (const kind of names) {
+    t.ok(answers[kind].every((answer) => answer.status === reference.status), `${kind}: same status every time`);
+    t.ok(answers[kind].every((answer) => answer.body === reference.body), `${kind}: byte-identical body every time`);
+    t.ok(answers[kind].every((answer) => answer.headers.join() === reference.headers.join()), `${kind}: same headers`);
+  }
+
+  // What one bcrypt verification costs here, now: every kind must pay about that much.
+  const hasher = new PasswordHasher({ bcryptRounds: ROUNDS });
+  const bcryptTimes: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const started = performance.now();
+    await hasher.verifyDummy('probe');
+    bcryptTimes.push(performance.now() - started);
+  }
+  const bcrypt = median(bcryptTimes);
+  t.comment(`one bcrypt verification at cost ${ROUNDS}: ${bcrypt.toFixed(1)} ms`);
+  const medians = names.map((kind) => median(times[kind]));
+  for (const [index, kind] of names.entries()) {
+    t.comment(`${kind}: ${quartiles(times[kind])}`);
+    t.ok(medians[index]! >= 0.6 * bcrypt, `${kind} pays for a hash verification (median ${medians[index]!.toFixed(1)} ms)`);
+  }
+  const ratio = Math.max(...medians) / Math.min(...medians);
+  t.ok(ratio < 1.5, `medians within a factor of 1.5 of each other (${ratio.toFixed(2)})`);
+});
