@@ -4,6 +4,8 @@ import { buildMatrixWorld, expectedVerdict, IdentityClient, OWN_ROWS, PERSONAS, 
 
 // Every identity route family × persona, from the one table in test/helpers/protection-matrix.ts:
 // Keystone 22's default policy, as policies/identity/ expresses it.
+// ~530 real HTTP requests: more than the default file timeout on a loaded machine.
+t.setTimeout(300_000);
 t.test('the identity API protection matrix', async (t) => {
   const { app } = await startTestApp(t);
   await app.server.listen({ port: 0, host: '127.0.0.1' });
