@@ -10,7 +10,7 @@ import type { GatewayPolicy } from '../policy/gateway-policy.ts';
 import type { TokenContext, TokenService } from '../token/token-service.ts';
 import { accessRulesAllow } from './access-rules.ts';
 import { Forwarder, type ForwarderOptions } from './forwarder.ts';
-import { forwardableHeaders, identityHeaders } from './identity-headers.ts';
+import { forwardableHeaders, identityHeaders, type HeaderMap } from './identity-headers.ts';
 import { canonicalizeTarget, type CanonicalTarget } from './path.ts';
 import { joinPath, type Upstream, type UpstreamDirectory } from './upstreams.ts';
 
@@ -74,6 +74,8 @@ interface Authorization {
 export class Gateway implements GatewayExplainer {
   private readonly forwarder: Forwarder;
   private readonly catalogHeaders: GenerationCache<string, string>;
+  private readonly identityHeaderCache = new WeakMap<TokenContext, HeaderMap>();
+  private readonly subjectCache = new WeakMap<TokenContext, PolicySubject>();
 
   constructor(
     private readonly tokens: TokenService,
@@ -184,7 +186,7 @@ export class Gateway implements GatewayExplainer {
     }
     audit.upstream = upstream.origin;
 
-    const authorization = this.authorize(user, service, policySubject(user), serviceType, method, rest.path);
+    const authorization = this.authorize(user, service, this.subjectOf(user), serviceType, method, rest.path);
     audit.effect = authorization.allowed ? 'allow' : 'deny';
     if (authorization.rule) audit.rule = authorization.rule;
     if (!authorization.allowed) {
@@ -193,15 +195,14 @@ export class Gateway implements GatewayExplainer {
     }
 
     const publicBase = this.publicBase(request);
-    const headers = {
-      ...forwardableHeaders(request.headers),
-      ...identityHeaders(user, service, this.options.serviceCatalogHeader ? await this.catalogHeader(user) : undefined),
-      host: upstream.host,
-      'x-forwarded-for': request.socket.remoteAddress ?? '',
-      'x-forwarded-proto': publicBase.startsWith('https:') ? 'https' : 'http',
-      'x-forwarded-host': header(request, 'host') ?? '',
-      'x-openstack-request-id': requestId,
-    };
+    const headers = forwardableHeaders(request.headers);
+    Object.assign(headers, this.identityHeadersOf(user, service));
+    if (this.options.serviceCatalogHeader) headers['x-service-catalog'] = await this.catalogHeader(user);
+    headers.host = upstream.host;
+    headers['x-forwarded-for'] = request.socket.remoteAddress ?? '';
+    headers['x-forwarded-proto'] = publicBase.startsWith('https:') ? 'https' : 'http';
+    headers['x-forwarded-host'] = header(request, 'host') ?? '';
+    headers['x-openstack-request-id'] = requestId;
     const upstreamPath = joinPath(upstream, rest.encodedPath) + (target.query ? `?${target.query}` : '');
     const result = await this.forwarder.forward(request, response, { origin: upstream.origin, path: upstreamPath, headers }, (location) =>
       rewriteLocation(location, upstream, rest.encodedPath, `${publicBase}/${encodeURIComponent(serviceType)}`),
@@ -234,6 +235,27 @@ export class Gateway implements GatewayExplainer {
     const authorization: Authorization = { allowed: decision.allowed, reason: decision.reason };
     if (decision.rule !== undefined) Object.assign(authorization, { rule: decision.rule, source: decision.source, line: decision.line });
     return authorization;
+  }
+
+  /** A validated token's policy subject, built once (the roles array is the policy's memo key too). */
+  private subjectOf(user: TokenContext): PolicySubject {
+    let subject = this.subjectCache.get(user);
+    if (!subject) {
+      subject = policySubject(user);
+      this.subjectCache.set(user, subject);
+    }
+    return subject;
+  }
+
+  /** A validated token's identity headers, built once: the validation cache hands back the same context. */
+  private identityHeadersOf(user: TokenContext, service: TokenContext | undefined): HeaderMap {
+    if (service) return identityHeaders(user, service);
+    let headers = this.identityHeaderCache.get(user);
+    if (!headers) {
+      headers = identityHeaders(user, undefined);
+      this.identityHeaderCache.set(user, headers);
+    }
+    return headers;
   }
 
   private unauthorized(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, reason: string): void {

@@ -64,10 +64,9 @@ export function forwardableHeaders(incoming: Record<string, string | string[] | 
 }
 
 /** The headers keystonemiddleware would set for this user token (and service token, if any). */
-export function identityHeaders(user: TokenContext, service: TokenContext | undefined, includeCatalog: string | undefined): HeaderMap {
+export function identityHeaders(user: TokenContext, service: TokenContext | undefined): HeaderMap {
   const headers: HeaderMap = { 'x-identity-status': 'Confirmed', ...tokenHeaders(user, '') };
   if (service) Object.assign(headers, { 'x-service-identity-status': 'Confirmed', ...tokenHeaders(service, 'service-') });
-  if (includeCatalog !== undefined) headers['x-service-catalog'] = includeCatalog;
   return headers;
 }
 

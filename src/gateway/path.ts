@@ -74,7 +74,11 @@ export function canonicalizeTarget(target: string): CanonicalTarget {
   return { segments, path, encodedPath, query };
 }
 
+const PCHARS_ONLY = /^[A-Za-z0-9\-._~!$&'()*+,=:@]*$/;
+
 function encodeSegment(segment: string): string {
+  // Most segments need no encoding: skip the per-character walk for them.
+  if (PCHARS_ONLY.test(segment)) return segment;
   let encoded = '';
   for (const character of segment) {
     encoded += PCHAR.test(character) ? character : encodeURIComponent(character);

@@ -26,7 +26,7 @@ export type PolicyScope = 'project' | 'domain' | 'system';
 export interface PolicyRequest {
   /** The service type, i.e. the first path segment at the gateway (compute, placement, ...). */
   service: string;
-  /** Role names of the token, implied roles already expanded. */
+  /** Role names of the token, implied roles already expanded; never changed once passed (it is memoised). */
   roles: string[];
   scope: PolicyScope;
   projectId?: string;
@@ -154,6 +154,7 @@ class GatewayEnforcer extends casbin.Enforcer {
  */
 export class GatewayPolicy {
   private readonly decisions: GenerationCache<string, PolicyDecision>;
+  private readonly roleLists = new WeakMap<string[], string>();
   private readonly cacheEnabled: boolean;
 
   private constructor(
@@ -221,7 +222,7 @@ export class GatewayPolicy {
     if (!service) return UNKNOWN_SERVICE;
     const candidates = candidatesFor(service, request);
     if (!candidates) return NO_RULE;
-    const roles = roleList(request.roles);
+    const roles = this.roleListOf(request.roles);
     const key = this.cacheEnabled ? this.decisionKey(service, request, roles, candidates) : undefined;
     if (key === undefined) return this.evaluate(service, request, roles, candidates, false).decision;
     const cached = this.decisions.get(key);
@@ -229,6 +230,16 @@ export class GatewayPolicy {
     const decision = this.evaluate(service, request, roles, candidates, false).decision;
     this.decisions.set(key, decision, 0);
     return decision;
+  }
+
+  /** The sorted role string of a roles array, kept per array: callers pass one array per token. */
+  private roleListOf(roles: string[]): string {
+    let list = this.roleLists.get(roles);
+    if (list === undefined) {
+      list = roleList(roles);
+      this.roleLists.set(roles, list);
+    }
+    return list;
   }
 
   /** Like decide(), never cached, and lists every matching line (allow and deny) for security teams. */
