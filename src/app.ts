@@ -167,10 +167,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       log.info({ file: path.join(config.dataDir, 'secret-pepper') }, 'generated the application-credential pepper; nodes sharing a database must share SECRET_PEPPER');
     }
     const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
-    const resources = new ResourceService(store, revocations, clock);
-    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance);
+    const resources = new ResourceService(store, revocations, clock, sync);
+    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync);
     const assignments = new AssignmentService(store, identity, resources, revocations, sync);
-    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock);
+    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync);
     const catalog = new CatalogService(store, () => sync.generation);
     // Rate-limit counters and the audit stream share one command connection (pub/sub has its own).
     const redis = config.redisUrl

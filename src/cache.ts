@@ -45,3 +45,84 @@ export class GenerationCache<K, V> {
     return this.entries.size;
   }
 }
+
+/** Where cached data gets its generation (ClusterSync): any committed write anywhere changes it. */
+export interface CacheEpoch {
+  readonly generation: number;
+  /** False while other nodes' writes may go unseen (Redis down): nothing is cached then. */
+  readonly cachesTrusted: boolean;
+}
+
+/**
+ * Read-through cache of database lookups for one data generation. Concurrent misses of a key share
+ * one load (a burst of requests after a change costs one query, not one per request); a load that
+ * straddled a generation change is returned to its callers but not kept. Without an epoch, or
+ * while caches are not trusted, every call loads. Values must be treated as read-only: they are
+ * shared by every caller (cacheRow() freezes rows).
+ */
+export class LoadingCache<K, V> {
+  private readonly cache: GenerationCache<K, { value: V }>;
+  private readonly loading = new Map<K, { generation: number; promise: Promise<V> }>();
+
+  constructor(
+    capacity: number,
+    private readonly epoch: CacheEpoch | undefined,
+  ) {
+    this.cache = new GenerationCache(capacity, () => epoch?.generation ?? 0);
+  }
+
+  get(key: K, load: () => Promise<V>): Promise<V> {
+    const epoch = this.epoch;
+    if (!epoch?.cachesTrusted) return load();
+    const hit = this.cache.get(key);
+    if (hit) return Promise.resolve(hit.value);
+    const generation = epoch.generation;
+    const pending = this.loading.get(key);
+    if (pending && pending.generation === generation) return pending.promise;
+    return this.start(key, generation, load);
+  }
+
+  /** Loads again whatever is cached (the caller has reason to doubt it) and keeps the result. */
+  reload(key: K, load: () => Promise<V>): Promise<V> {
+    const epoch = this.epoch;
+    if (!epoch?.cachesTrusted) return load();
+    this.cache.delete(key);
+    return this.start(key, epoch.generation, load);
+  }
+
+  private start(key: K, generation: number, load: () => Promise<V>): Promise<V> {
+    const promise = load();
+    const entry = { generation, promise };
+    this.loading.set(key, entry);
+    const settled = () => {
+      if (this.loading.get(key) === entry) this.loading.delete(key);
+    };
+    promise.then(
+      (value) => {
+        settled();
+        this.cache.set(key, { value }, generation);
+      },
+      settled,
+    );
+    return promise;
+  }
+
+  get size(): number {
+    return this.cache.size;
+  }
+}
+
+/**
+ * A cacheable copy of an ORM row: a plain object, frozen with its JSON columns, detached from the
+ * unit of work that loaded it (which it would otherwise keep alive).
+ */
+export function cacheRow<T extends object>(row: T): T;
+export function cacheRow<T extends object>(row: T | null): T | null;
+export function cacheRow<T extends object>(row: T | null): T | null {
+  if (!row) return null;
+  const copy = { ...row } as Record<string, unknown>;
+  for (const value of Object.values(copy)) {
+    if (value && typeof value === 'object' && !(value instanceof Date)) Object.freeze(value);
+  }
+  return Object.freeze(copy) as T;
+}

@@ -1,4 +1,4 @@
-import { GenerationCache } from '../cache.ts';
+import { cacheRow, LoadingCache } from '../cache.ts';
 import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { Revocations } from '../events/revocation.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
@@ -93,17 +93,17 @@ const PROHIBITED_IMPLIED_ROLES = ['admin'];
 export class AssignmentService {
   private readonly repository = new AssignmentRepository();
 
-  /** Effective roles per (user, scope), dropped on any committed change. */
-  private readonly roleCache: GenerationCache<string, Role[]> | undefined;
+  /** Effective roles per (user, scope), dropped on any committed change; one computation per miss. */
+  private readonly roleCache: LoadingCache<string, Role[]>;
 
   constructor(
     private readonly store: Store,
     private readonly identity: IdentityService,
     private readonly resources: ResourceService,
     private readonly revocations?: Revocations,
-    private readonly sync?: ClusterSync,
+    sync?: ClusterSync,
   ) {
-    this.roleCache = sync ? new GenerationCache(50_000, () => sync.generation) : undefined;
+    this.roleCache = new LoadingCache(50_000, sync);
   }
 
   // ---- roles -----------------------------------------------------------------------------
@@ -467,14 +467,9 @@ export class AssignmentService {
    * inherited from the project's domain and ancestors, implied roles; never domain-specific roles.
    */
   async effectiveRoles(userId: string, targetType: TargetType, targetId: string): Promise<Role[]> {
-    if (!this.roleCache || !this.sync?.cachesTrusted) return this.computeEffectiveRoles(userId, targetType, targetId);
-    const key = `${userId} ${targetType} ${targetId}`;
-    const cached = this.roleCache.get(key);
-    if (cached) return cached;
-    const generation = this.sync.generation;
-    const roles = await this.computeEffectiveRoles(userId, targetType, targetId);
-    this.roleCache.set(key, roles, generation);
-    return roles;
+    return this.roleCache.get(`${userId} ${targetType} ${targetId}`, async () =>
+      (await this.computeEffectiveRoles(userId, targetType, targetId)).map((role) => cacheRow(role)),
+    );
   }
 
   private async computeEffectiveRoles(userId: string, targetType: TargetType, targetId: string): Promise<Role[]> {

@@ -1,3 +1,4 @@
+import { GenerationCache } from '../cache.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
 import { newId } from '../ids.ts';
 import type { EntityManager, Store } from '../store/database.ts';
@@ -60,13 +61,18 @@ export interface CatalogSubstitutions {
 /** Regions, services and endpoints, and the catalog a token carries. */
 export class CatalogService {
   /** The enabled services and endpoints, read once per data generation (every token body needs them). */
-  private enabled: { generation: number; rows: Promise<{ services: Service[]; endpoints: Endpoint[] }> } | undefined;
+  private enabled: { generation: number; rows: Promise<EnabledRows> } | undefined;
+
+  /** Built catalogs per data generation, by the substitutions their URLs actually use. */
+  private readonly catalogs: GenerationCache<string, CatalogEntry[]> | undefined;
 
   constructor(
     private readonly store: Store,
     /** Changes whenever the data may have changed (ClusterSync.generation); without it nothing is cached. */
     private readonly generation?: () => number,
-  ) {}
+  ) {
+    this.catalogs = generation ? new GenerationCache(10_000, generation) : undefined;
+  }
 
   // ---- regions ---------------------------------------------------------------------------
 
@@ -286,29 +292,36 @@ export class CatalogService {
 
   /**
    * Enabled services with their enabled endpoints, URL templates filled in. Endpoints whose URL
-   * needs a project id are dropped when there is none (domain and system tokens).
+   * needs a project id are dropped when there is none (domain and system tokens). Built once per
+   * data generation and scope: the result is shared, read-only.
    */
   async catalog(substitutions: CatalogSubstitutions): Promise<CatalogEntry[]> {
-    const { services, endpoints } = await this.enabledRows();
-    const byService = new Map<string, CatalogEntry['endpoints']>();
-    for (const endpoint of endpoints) {
-      const url = substitute(endpoint.url, substitutions);
-      if (url === undefined) continue;
-      const list = byService.get(endpoint.serviceId) ?? [];
-      list.push({ id: endpoint.id, interface: endpoint.interface, regionId: endpoint.regionId ?? null, url });
-      byService.set(endpoint.serviceId, list);
-    }
-    return services.map((service) => ({ service, endpoints: byService.get(service.id) ?? [] }));
+    const generation = this.generation?.();
+    const rows = await this.enabledRows();
+    if (!this.catalogs || generation === undefined) return buildCatalog(rows, substitutions);
+    // Only the values the URL templates use tell two catalogs apart (usually none, or the project).
+    const key = `${rows.usesProject ? (substitutions.projectId ?? '\u0001') : ''}\u0000${rows.usesUser ? (substitutions.userId ?? '\u0001') : ''}`;
+    const cached = this.catalogs.get(key);
+    if (cached) return cached;
+    const built = buildCatalog(rows, substitutions);
+    this.catalogs.set(key, built, generation);
+    return built;
   }
 
-  private enabledRows(): Promise<{ services: Service[]; endpoints: Endpoint[] }> {
+  private enabledRows(): Promise<EnabledRows> {
     const generation = this.generation?.();
     if (generation !== undefined && this.enabled?.generation === generation) return this.enabled.rows;
     const rows = (async () => {
       const em = this.store.reader();
       const services = await em.find(ServiceEntity, { enabled: true }, { orderBy: { type: 'asc', id: 'asc' } });
       const endpoints = await em.find(EndpointEntity, { enabled: true }, { orderBy: { interface: 'asc', id: 'asc' } });
-      return { services, endpoints };
+      const templates = endpoints.flatMap((endpoint) => [...endpoint.url.matchAll(TEMPLATE)].map((match) => match[1]));
+      return {
+        services,
+        endpoints,
+        usesProject: templates.some((name) => name === 'project_id' || name === 'tenant_id'),
+        usesUser: templates.some((name) => name === 'user_id'),
+      };
     })();
     if (generation !== undefined) {
       this.enabled = { generation, rows };
@@ -319,6 +332,29 @@ export class CatalogService {
     }
     return rows;
   }
+}
+
+interface EnabledRows {
+  services: Service[];
+  endpoints: Endpoint[];
+  /** Whether any URL has $(project_id)s / $(tenant_id)s, or $(user_id)s. */
+  usesProject: boolean;
+  usesUser: boolean;
+}
+
+const TEMPLATE = /\$\((\w+)\)s/g;
+
+/** The catalog of these rows for these substitutions (shared when cached: read-only). */
+function buildCatalog({ services, endpoints }: EnabledRows, substitutions: CatalogSubstitutions): CatalogEntry[] {
+  const byService = new Map<string, CatalogEntry['endpoints']>();
+  for (const endpoint of endpoints) {
+    const url = substitute(endpoint.url, substitutions);
+    if (url === undefined) continue;
+    const list = byService.get(endpoint.serviceId) ?? [];
+    list.push({ id: endpoint.id, interface: endpoint.interface, regionId: endpoint.regionId ?? null, url });
+    byService.set(endpoint.serviceId, list);
+  }
+  return services.map((service) => ({ service, endpoints: byService.get(service.id) ?? [] }));
 }
 
 /** Fills $(project_id)s, $(tenant_id)s and $(user_id)s; undefined when a needed value is missing. */

@@ -11,13 +11,14 @@ import type { TokenBodyShape } from './schemas.ts';
 
 /** Token times: always .000000 and Z. */
 export function tokenTime(milliseconds: number): string {
-  return new Date(Math.floor(milliseconds / 1000) * 1000).toISOString().replace(/\.\d{3}Z$/, '.000000Z');
+  // toISOString() always ends in .sssZ; slicing is the regex replace without its cost (every token body).
+  return `${new Date(Math.floor(milliseconds / 1000) * 1000).toISOString().slice(0, -5)}.000000Z`;
 }
 
 /** Naive ISO with microseconds, no zone (password_expires_at, application credential expiry). */
 export function naiveTime(date: Date | null | undefined): string | null {
   if (!date) return null;
-  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000');
+  return `${date.toISOString().slice(0, -1)}000`;
 }
 
 export function renderDomain(request: FastifyRequest, domain: ProjectRow) {
@@ -127,7 +128,19 @@ export function renderEndpoint(request: FastifyRequest, endpoint: Endpoint) {
   };
 }
 
+/** Rendered catalogs by the (cached, shared) catalog they come from. */
+const renderedCatalogs = new WeakMap<CatalogEntry[], ReturnType<typeof renderCatalogOnce>>();
+
 export function renderCatalog(catalog: CatalogEntry[]) {
+  let rendered = renderedCatalogs.get(catalog);
+  if (!rendered) {
+    rendered = renderCatalogOnce(catalog);
+    renderedCatalogs.set(catalog, rendered);
+  }
+  return rendered;
+}
+
+function renderCatalogOnce(catalog: CatalogEntry[]) {
   return catalog.map(({ service, endpoints }) => ({
     id: service.id,
     type: service.type,
@@ -142,8 +155,20 @@ export function renderCatalog(catalog: CatalogEntry[]) {
   }));
 }
 
-/** The token body (spec §2.4); the catalog is added by the caller when wanted. */
+/** Token bodies without catalog by the (cached, shared) validated token they come from. */
+const renderedTokens = new WeakMap<TokenContext, TokenBodyShape>();
+
+/** The token body (spec §2.4), with the catalog when given (scoped tokens only). */
 export function renderToken(token: TokenContext, catalog?: CatalogEntry[]): TokenBodyShape {
+  let body = renderedTokens.get(token);
+  if (!body) {
+    body = renderTokenOnce(token);
+    renderedTokens.set(token, body);
+  }
+  return catalog && token.scope.type !== 'unscoped' ? { ...body, catalog: renderCatalog(catalog) } : body;
+}
+
+function renderTokenOnce(token: TokenContext): TokenBodyShape {
   const body: TokenBodyShape = {
     methods: token.methods,
     user: {
@@ -183,10 +208,7 @@ export function renderToken(token: TokenContext, catalog?: CatalogEntry[]): Toke
       ...(accessRules.length ? { access_rules: accessRules.map((rule) => ({ id: rule.id, service: rule.service, path: rule.path, method: rule.method })) } : {}),
     };
   }
-  if (token.scope.type !== 'unscoped') {
-    body.roles = token.roles.map((role) => ({ id: role.id, name: role.name }));
-    if (catalog) body.catalog = renderCatalog(catalog);
-  }
+  if (token.scope.type !== 'unscoped') body.roles = token.roles.map((role) => ({ id: role.id, name: role.name }));
   return body;
 }
 

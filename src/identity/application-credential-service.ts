@@ -1,4 +1,5 @@
 import type { Role } from '../assignment/assignment-service.ts';
+import { cacheRow, LoadingCache, type CacheEpoch } from '../cache.ts';
 import type { Clock } from '../clock.ts';
 import { AuthenticationError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
 import { newId } from '../ids.ts';
@@ -63,12 +64,24 @@ const RESTRICTED_MANAGEMENT =
 
 /** Application credentials ("API keys"): a secret that yields tokens for one project and role set. */
 export class ApplicationCredentialService {
+  // Token issue and validation read credentials (with their roles, access rules and secret hash)
+  // per data generation: creating or deleting one, or anything that cascades to it (a user, a role,
+  // an access rule), is a committed transaction.
+  private readonly byId: LoadingCache<string, CachedCredential | null>;
+  private readonly idsByName: LoadingCache<string, string | null>;
+
   constructor(
     private readonly store: Store,
     private readonly identity: IdentityService,
     private readonly hasher: SecretHasher,
     private readonly clock: Clock,
-  ) {}
+    /** ClusterSync: without it nothing is cached. */
+    epoch?: CacheEpoch,
+    cacheSize = 20_000,
+  ) {
+    this.byId = new LoadingCache(cacheSize, epoch);
+    this.idsByName = new LoadingCache(cacheSize, epoch);
+  }
 
   async create(userId: string, creator: CredentialCreator, input: ApplicationCredentialInput): Promise<{ credential: ApplicationCredential; secret: string }> {
     if (creator.userId !== userId) {
@@ -119,9 +132,9 @@ export class ApplicationCredentialService {
     return credential;
   }
 
-  /** Null when it does not exist (token validation treats that as a revoked token). */
+  /** Null when it does not exist (token validation treats that as a revoked token). Cached, read-only. */
   async find(id: string): Promise<ApplicationCredential | null> {
-    return this.load(this.store.reader(), id);
+    return (await this.cached(id))?.credential ?? null;
   }
 
   async list(userId: string, name?: string): Promise<ApplicationCredential[]> {
@@ -143,19 +156,39 @@ export class ApplicationCredentialService {
 
   /** Checks a secret; every failure is the same generic 401. */
   async authenticate(reference: ApplicationCredentialReference, secret: string): Promise<ApplicationCredential> {
-    const em = this.store.reader();
-    let row: ApplicationCredentialRow | null;
+    let id: string | null;
     if ('id' in reference) {
-      row = await em.findOne(ApplicationCredentialEntity, { id: reference.id });
+      id = reference.id;
     } else {
       const user = await this.identity.resolveUser(reference.user);
-      row = user ? await em.findOne(ApplicationCredentialEntity, { userId: user.id, name: reference.name }) : null;
+      id = user
+        ? await this.idsByName.get(`${user.id}\u0000${reference.name}`, async () => {
+            const row = await this.store.reader().findOne(ApplicationCredentialEntity, { userId: user.id, name: reference.name });
+            return row?.id ?? null;
+          })
+        : null;
     }
-    if (!row || !(await this.hasher.verify(secret, row.secretHash))) throw new AuthenticationError();
-    if (row.expiresAt && row.expiresAt.getTime() <= this.clock.now()) throw new AuthenticationError();
-    const credential = await this.load(em, row.id);
-    if (!credential) throw new AuthenticationError();
+    const found = id === null ? null : await this.cached(id);
+    if (!found || !(await this.hasher.verify(secret, found.secretHash))) throw new AuthenticationError();
+    const credential = found.credential;
+    if (credential.expiresAt && credential.expiresAt.getTime() <= this.clock.now()) throw new AuthenticationError();
     return credential;
+  }
+
+  private cached(id: string): Promise<CachedCredential | null> {
+    return this.byId.get(id, async () => {
+      const em = this.store.reader();
+      const row = await em.findOne(ApplicationCredentialEntity, { id });
+      if (!row) return null;
+      const credential = await this.load(em, id, row);
+      if (!credential) return null;
+      const shared: ApplicationCredential = {
+        ...credential,
+        roles: Object.freeze(credential.roles.map((role) => cacheRow(role))) as Role[],
+        accessRules: Object.freeze(credential.accessRules.map((rule) => Object.freeze(rule))) as AccessRule[],
+      };
+      return { credential: Object.freeze(shared), secretHash: row.secretHash };
+    });
   }
 
   // ---- access rules ------------------------------------------------------------------------
@@ -221,8 +254,8 @@ export class ApplicationCredentialService {
     return toAccessRule(row);
   }
 
-  private async load(em: EntityManager, id: string): Promise<ApplicationCredential | null> {
-    const row = await em.findOne(ApplicationCredentialEntity, { id });
+  private async load(em: EntityManager, id: string, loaded?: ApplicationCredentialRow): Promise<ApplicationCredential | null> {
+    const row = loaded ?? (await em.findOne(ApplicationCredentialEntity, { id }));
     if (!row) return null;
     const roleLinks = await em.find(ApplicationCredentialRoleEntity, { applicationCredentialId: id });
     const roles = roleLinks.length ? await em.find(RoleEntity, { id: { $in: roleLinks.map((link) => link.roleId) } }) : [];
@@ -240,6 +273,11 @@ export class ApplicationCredentialService {
       accessRules: rules.map(toAccessRule),
     };
   }
+}
+
+interface CachedCredential {
+  credential: ApplicationCredential;
+  secretHash: string;
 }
 
 function toAccessRule(row: AccessRuleRow): AccessRule {

@@ -1,3 +1,4 @@
+import { cacheRow, LoadingCache, type CacheEpoch } from '../cache.ts';
 import type { Clock } from '../clock.ts';
 import { AuthenticationError, ConflictError, NotFoundError, ValidationError } from '../errors.ts';
 import type { Revocations } from '../events/revocation.ts';
@@ -102,6 +103,14 @@ export class IdentityService {
   private readonly repository = new IdentityRepository();
   private readonly policy: PasswordPolicy;
 
+  // What token issue and validation read about a user, per data generation. Every change to these
+  // rows is a committed transaction, except the lockout and activity bookkeeping (see
+  // recordFailure): password authentication therefore reads the user row itself every time, and a
+  // cached row that looks inactive is read again before the user is called disabled.
+  private readonly userRows: LoadingCache<string, UserRow | null>;
+  private readonly userIdsByName: LoadingCache<string, string | null>;
+  private readonly currentPasswords: LoadingCache<string, PasswordRow | null>;
+
   constructor(
     private readonly store: Store,
     private readonly resources: ResourceService,
@@ -109,8 +118,14 @@ export class IdentityService {
     private readonly revocations: Revocations,
     private readonly clock: Clock,
     compliance: SecurityCompliance = SECURITY_COMPLIANCE_OFF,
+    /** ClusterSync: without it nothing is cached. */
+    epoch?: CacheEpoch,
+    cacheSize = 20_000,
   ) {
     this.policy = new PasswordPolicy(compliance);
+    this.userRows = new LoadingCache(cacheSize, epoch);
+    this.userIdsByName = new LoadingCache(cacheSize, epoch);
+    this.currentPasswords = new LoadingCache(cacheSize, epoch);
   }
 
   // ---- users -----------------------------------------------------------------------------
@@ -122,11 +137,23 @@ export class IdentityService {
     return this.toUser(row, passwords.get(id));
   }
 
+  /** The user for token issue and validation (cached; `options` and `extra` are read-only). */
   async findUser(id: string): Promise<User | null> {
-    const em = this.store.reader();
-    const row = await this.repository.findUser(em, id);
+    const load = async () => cacheRow(await this.repository.findUser(this.store.reader(), id));
+    let row = await this.userRows.get(id, load);
+    // last_active_at changes without a new generation, and only forwards: a cached row may look
+    // inactive when the user is not (never the other way), so that verdict is checked first.
+    if (row?.enabled && !this.policy.isEnabled(row, this.clock.now())) row = await this.userRows.reload(id, load);
     if (!row) return null;
-    return this.toUser(row, (await this.repository.currentPasswords(em, [id])).get(id));
+    return this.toUser(row, await this.currentPassword(id));
+  }
+
+  /** The newest password row of a user (cached, read-only). */
+  private async currentPassword(userId: string): Promise<PasswordRow | undefined> {
+    const current = await this.currentPasswords.get(userId, async () =>
+      cacheRow((await this.repository.currentPasswords(this.store.reader(), [userId])).get(userId) ?? null),
+    );
+    return current ?? undefined;
   }
 
   async listUsers(filter: UserFilter & { groupId?: string }): Promise<User[]> {
@@ -245,7 +272,7 @@ export class IdentityService {
   async authenticatePassword(reference: UserReference, password: string): Promise<User> {
     const em = this.store.reader();
     const { row, current } = await this.checkCredentials(em, await this.findUserRow(em, reference), password, describe(reference));
-    const domain = await this.resources.findAny(row.domainId, em);
+    const domain = await this.resources.findAny(row.domainId);
     if (!domain?.enabled) throw AuthenticationError.because({ reason: `Could not find domain: ${row.domainId}.`, code: 404, userId: row.id });
     const now = this.clock.now();
     if (this.policy.isExpired(current, row.options, now)) {
@@ -305,13 +332,13 @@ export class IdentityService {
   ): Promise<{ row: UserRow; current: PasswordRow | undefined }> {
     if (!row) {
       await this.hasher.verifyDummy(password);
-      // The database work of a known user too: its password rows and a failure record.
-      await this.repository.currentPasswords(em, [NOBODY]);
+      // The work of a known user too: its (cached) password row and a failure record.
+      await this.currentPassword(NOBODY);
       await this.recordFailure(em, NOBODY, this.clock.now());
       throw AuthenticationError.because({ reason: `Could not find user: ${named}.`, code: 404 });
     }
     const now = this.clock.now();
-    const current = (await this.repository.currentPasswords(em, [row.id])).get(row.id);
+    const current = await this.currentPassword(row.id);
     const locked = this.policy.isLocked(row, now);
     // Verified even when locked, so a locked account answers in the same time as any other failure.
     const verified = await this.hasher.verify(password, current?.passwordHash);
@@ -343,22 +370,33 @@ export class IdentityService {
     if (this.policy.needsActivityUpdate(row, now)) await this.repository.recordActivity(em, row.id, new Date(now));
   }
 
-  /** The user a token request names, or null (unknown user, or its domain unknown or disabled). */
+  /** The user a token request names, or null (unknown user, or its domain unknown or disabled). Cached. */
   async resolveUser(reference: UserReference): Promise<User | null> {
-    const em = this.store.reader();
-    const row = await this.findUserRow(em, reference);
-    return row ? this.toUser(row, (await this.repository.currentPasswords(em, [row.id])).get(row.id)) : null;
+    if ('id' in reference) return this.findUser(reference.id);
+    const domainId = await this.namedUserDomainId(reference);
+    if (!domainId) return null;
+    const id = await this.userIdsByName.get(`${domainId}\u0000${reference.name}`, async () => {
+      const row = await this.repository.findUserByName(this.store.reader(), reference.name, domainId);
+      return row?.id ?? null;
+    });
+    return id ? this.findUser(id) : null;
   }
 
-  /** Finds the user a token request names; domains are resolved by id or name and must exist. */
+  /**
+   * The user row a password authentication checks, read from the database every time (its lockout
+   * counters change outside transactions, on any node); the domain of a name comes from the cache.
+   */
   private async findUserRow(em: EntityManager, reference: UserReference): Promise<UserRow | null> {
     if ('id' in reference) return this.repository.findUser(em, reference.id);
+    const domainId = await this.namedUserDomainId(reference);
+    return domainId ? this.repository.findUserByName(em, reference.name, domainId) : null;
+  }
+
+  /** The domain a user name is looked up in: it must exist and be enabled. */
+  private async namedUserDomainId(reference: { domainId: string } | { domainName: string }): Promise<string | null> {
     const domain =
-      'domainId' in reference
-        ? await this.resources.findAny(reference.domainId, em)
-        : await this.resources.findDomainByName(reference.domainName, em);
-    if (!domain || !domain.isDomain || !domain.enabled) return null;
-    return this.repository.findUserByName(em, reference.name, domain.id);
+      'domainId' in reference ? await this.resources.findAny(reference.domainId) : await this.resources.findDomainByName(reference.domainName);
+    return domain && domain.isDomain && domain.enabled ? domain.id : null;
   }
 
   /**

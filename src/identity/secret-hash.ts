@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 import type { PasswordHasher } from './password-hash.ts';
 
 const PREFIX = '$hmac-sha256$';
@@ -12,11 +12,15 @@ const PREFIX = '$hmac-sha256$';
  * imported from a Keystone database (bcrypt and friends) still verify through the password hasher.
  */
 export class SecretHasher {
+  /** The pepper as a key object: imported once rather than on every HMAC. */
+  private readonly key: KeyObject;
+
   constructor(
-    private readonly pepper: Buffer,
+    pepper: Buffer,
     private readonly passwords: PasswordHasher,
   ) {
     if (pepper.length < 32) throw new RangeError('the secret pepper must have at least 32 bytes');
+    this.key = createSecretKey(pepper);
   }
 
   hash(secret: string): string {
@@ -31,7 +35,7 @@ export class SecretHasher {
   }
 
   private digest(secret: string): Buffer {
-    return createHmac('sha256', this.pepper).update(secret, 'utf8').digest();
+    return createHmac('sha256', this.key).update(secret, 'utf8').digest();
   }
 }
 

@@ -1,3 +1,4 @@
+import { cacheRow, LoadingCache, type CacheEpoch } from '../cache.ts';
 import type { Clock } from '../clock.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
 import type { Revocations } from '../events/revocation.ts';
@@ -58,11 +59,24 @@ export type ProjectFilter = Omit<ProjectQuery, 'isDomain'> & { isDomain?: boolea
 export class ResourceService {
   private readonly projects = new ProjectRepository();
 
+  // Lookups of token issue and validation, per data generation (every change here is a committed
+  // transaction, so a disabled or deleted domain or project is seen by the next request).
+  private readonly byId: LoadingCache<string, ProjectRow | null>;
+  private readonly domainsByName: LoadingCache<string, ProjectRow | null>;
+  private readonly projectsByName: LoadingCache<string, ProjectRow | null>;
+
   constructor(
     private readonly store: Store,
     private readonly revocations: Revocations,
     private readonly clock: Clock,
-  ) {}
+    /** ClusterSync: without it nothing is cached. */
+    epoch?: CacheEpoch,
+    cacheSize = 20_000,
+  ) {
+    this.byId = new LoadingCache(cacheSize, epoch);
+    this.domainsByName = new LoadingCache(cacheSize, epoch);
+    this.projectsByName = new LoadingCache(cacheSize, epoch);
+  }
 
   // ---- domains ---------------------------------------------------------------------------
 
@@ -72,8 +86,10 @@ export class ResourceService {
     return row;
   }
 
-  async findDomainByName(name: string, em: EntityManager = this.store.reader()): Promise<Domain | null> {
-    return this.projects.findDomainByName(em, name);
+  /** By exact name; cached (read-only row) unless read in the caller's unit of work `em`. */
+  async findDomainByName(name: string, em?: EntityManager): Promise<Domain | null> {
+    if (em) return this.projects.findDomainByName(em, name);
+    return this.domainsByName.get(name, async () => cacheRow(await this.projects.findDomainByName(this.store.reader(), name)));
   }
 
   listDomains(filter: DomainFilter): Promise<Domain[]> {
@@ -137,13 +153,20 @@ export class ResourceService {
     return row;
   }
 
-  /** A domain or a project, whichever the id names (for scope checks), or null. */
-  findAny(id: string, em: EntityManager = this.store.reader()): Promise<ProjectRow | null> {
-    return this.projects.find(em, id);
+  /**
+   * A domain or a project, whichever the id names (for scope checks), or null. Cached (a frozen,
+   * read-only row) unless read in the caller's unit of work `em`.
+   */
+  findAny(id: string, em?: EntityManager): Promise<ProjectRow | null> {
+    if (em) return this.projects.find(em, id);
+    return this.byId.get(id, async () => cacheRow(await this.projects.find(this.store.reader(), id)));
   }
 
+  /** Cached, read-only. */
   findProjectByName(name: string, domainId: string): Promise<Project | null> {
-    return this.projects.findProjectByName(this.store.reader(), name, domainId);
+    return this.projectsByName.get(`${domainId}\u0000${name}`, async () =>
+      cacheRow(await this.projects.findProjectByName(this.store.reader(), name, domainId)),
+    );
   }
 
   listProjects(filter: ProjectFilter): Promise<Project[]> {

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomChunk } from './random.ts';
 
 /** What a token is scoped to; each variant is one Keystone payload version (§4.5). */
 export type TokenPayloadScope =
@@ -63,7 +63,7 @@ const MAX_EXPIRES_AT = 253402300799;
 
 /** A random audit id: 16 bytes as 22 characters of unpadded base64url. */
 export function newAuditId(): string {
-  return randomBytes(16).toString('base64url');
+  return randomChunk(16).toString('base64url');
 }
 
 /** Encodes and decodes Keystone's msgpack token payloads, byte-compatible with Python msgpack ≥ 1.0. */

@@ -1,4 +1,5 @@
-import { createCipheriv, createDecipheriv, createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { randomChunk } from './random.ts';
 
 const VERSION = 0x80;
 const TIMESTAMP_OFFSET = 1;
@@ -47,7 +48,7 @@ export class FernetKeys {
   }
 
   /** Encrypts with the primary key; the IV parameter exists for reproducible test vectors. */
-  encrypt(plaintext: Uint8Array, timestampSeconds: number, iv: Uint8Array = randomBytes(IV_LENGTH)): string {
+  encrypt(plaintext: Uint8Array, timestampSeconds: number, iv: Uint8Array = randomChunk(IV_LENGTH)): string {
     if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0) {
       throw new RangeError(`Fernet timestamp must be a non-negative integer, got ${timestampSeconds}`);
     }
