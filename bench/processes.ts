@@ -126,7 +126,8 @@ const SERVICE_SETTINGS = [
   'PORT', 'HOST', 'PUBLIC_URL', 'DATABASE_URL', 'DATA_DIR', 'REDIS_URL', 'ADMIN_PASSWORD', 'TOKEN_EXPIRATION',
   'FERNET_KEY_REPOSITORY', 'FERNET_MAX_ACTIVE_KEYS', 'TOKEN_PROVIDER', 'JWS_KEY_REPOSITORY', 'JWS_MAX_ACTIVE_KEYS',
   'PASSWORD_HASH_ROUNDS', 'SECRET_PEPPER', 'LOG_LEVEL', 'POLICY_DIR', 'GATEWAY_REGION', 'UPSTREAM_CONNECTIONS',
-  'GATEWAY_SERVICE_CATALOG_HEADER', 'SERVICE_TOKEN_ROLES',
+  'GATEWAY_SERVICE_CATALOG_HEADER', 'SERVICE_TOKEN_ROLES', 'AUTH_RATE_LIMIT_PER_ADDRESS', 'AUTH_RATE_LIMIT_PER_USER',
+  'AUTH_RATE_LIMIT_WINDOW', 'WORKERS',
 ];
 
 export interface ServiceProcess {
@@ -145,7 +146,15 @@ export async function startService(options: { adminPassword: string; policyDirec
   const port = await freePort();
   const environment: Record<string, string | undefined> = { ...process.env };
   for (const name of SERVICE_SETTINGS) delete environment[name];
-  const settings: Record<string, string> = { LOG_LEVEL: 'warn', POLICY_DIR: options.policyDirectory, DATA_DIR: tempDirectory('kg-bench-data-') };
+  const settings: Record<string, string> = {
+    LOG_LEVEL: 'warn',
+    POLICY_DIR: options.policyDirectory,
+    DATA_DIR: tempDirectory('kg-bench-data-'),
+    // One client hammering one user from one address is what a benchmark is and what the login rate
+    // limits exist to stop: measure issue throughput, not the limiter (BENCH_SERVICE_* re-enables it).
+    AUTH_RATE_LIMIT_PER_ADDRESS: '0',
+    AUTH_RATE_LIMIT_PER_USER: '0',
+  };
   if (options.databaseUrl) settings.DATABASE_URL = options.databaseUrl;
   for (const [name, value] of Object.entries(process.env)) {
     if (name.startsWith('BENCH_SERVICE_') && name !== 'BENCH_SERVICE_NODE_ARGS' && value !== undefined) settings[name.slice('BENCH_SERVICE_'.length)] = value;
