@@ -11,7 +11,7 @@ import type { Config } from './config.ts';
 import { Redis } from 'ioredis';
 import { AuditTrail, LogAuditSink, RedisStreamAuditSink, type AuditSink } from './events/audit.ts';
 import { ClusterSync } from './events/cluster-sync.ts';
-import { LocalEventBus, RedisEventBus } from './events/event-bus.ts';
+import { LocalEventBus, RedisEventBus, type EventBus } from './events/event-bus.ts';
 import { Revocations } from './events/revocation.ts';
 import type { App, IdentityApi } from './http/context.ts';
 import { Gateway } from './gateway/gateway.ts';
@@ -46,6 +46,10 @@ export interface BuildOptions {
   embeddedDirectory?: string | 'memory';
   /** A pino logger, or false to log nothing (tests). */
   logger?: Logger | false;
+  /** False when another process (the cluster primary) has already migrated the database. */
+  migrate?: boolean;
+  /** How changes reach this process's caches from its siblings when there is no REDIS_URL (cluster workers). */
+  eventBus?: EventBus;
 }
 
 /** Every service, built once and wired together; the HTTP server on top. */
@@ -119,7 +123,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     embeddedDirectory: options.embeddedDirectory ?? embeddedDirectoryOf(config.dataDir),
   });
   try {
-    await store.migrate();
+    if (options.migrate !== false) await store.migrate();
+    // Set when close() begins: /readyz answers 503 and responses close their connections.
+    let draining = false;
     // One HTTP server, two faces: requests for /{service_type}/… go straight to the gateway (no
     // framework work on the proxy path); /, /v3/… and /identity/v3/… go to the identity API.
     let gateway: Gateway | undefined;
@@ -128,6 +134,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         const httpServer = http.createServer(
           { maxHeaderSize: config.maxHeaderBytes, requestTimeout: config.requestTimeoutMs, headersTimeout: config.headersTimeoutMs },
           (request, response) => {
+            if (draining) response.shouldKeepAlive = false;
             if (gateway && routeToGateway(request)) void gateway.handle(request, response);
             else identityHandler(request, response);
           },
@@ -146,7 +153,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       logger: options.logger === false ? false : undefined,
       bodyLimit: config.bodyLimitBytes,
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 255 },
-      return503OnClosing: true,
+      // Requests already on a connection when shutdown begins are served (Connection: close), not
+      // refused with fastify's non-Keystone 503; /readyz tells balancers to stop sending.
+      return503OnClosing: false,
       exposeHeadRoutes: true,
       frameworkErrors: handleFrameworkError,
     }).withTypeProvider<TypeBoxTypeProvider>();
@@ -155,12 +164,13 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const log = server.log;
     const revocations = new Revocations(store, clock);
     await revocations.load();
-    const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log) : new LocalEventBus();
+    const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log) : (options.eventBus ?? new LocalEventBus());
     const sync = new ClusterSync(store, revocations, bus, log);
     sync.start();
     const tokenProvider = createTokenProvider(config, store, log);
     tokenProvider.onReload(() => sync.invalidate());
     await tokenProvider.start();
+    let tokenKeysLoaded = true;
 
     const pepper = loadPepper(config.secretPepper, path.join(config.dataDir, 'secret-pepper'));
     if (pepper.created) {
@@ -258,7 +268,19 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       loginThrottle,
       clientAddress,
     };
-    const routes = registerIdentityApi(server, api);
+    const routes = registerIdentityApi(server, api, {
+      draining: () => draining,
+      checks: {
+        database: async () => {
+          await store.ping();
+          return true;
+        },
+        // Keys and policies load before the server starts; a failed reload keeps the loaded ones.
+        token_keys: () => tokenKeysLoaded,
+        gateway_policy: () => policy !== undefined,
+        identity_policy: () => identityPolicy !== undefined,
+      },
+    });
     await server.ready();
 
     return {
@@ -270,10 +292,19 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       reloadPolicy: () => policyReloader.reload(),
       reloadIdentityPolicy: () => identityPolicyReloader.reload(),
       async close() {
+        draining = true;
         tokenProvider.stop();
+        tokenKeysLoaded = false;
         policyReloader.stop();
         identityPolicyReloader.stop();
-        await server.close();
+        // A connection whose request finishes during the drain would keep the process until its
+        // keep-alive timeout: close such connections as they become idle.
+        const closeIdle = setInterval(() => server.server.closeIdleConnections(), 100);
+        try {
+          await server.close();
+        } finally {
+          clearInterval(closeIdle);
+        }
         await activeGateway.close();
         await sync.close();
         redis?.disconnect();

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 
 /** Every setting the service reads from its environment, validated once at start. */
@@ -45,6 +46,12 @@ export interface Config {
   /** Redis stream that receives audit events (when REDIS_URL is set), and its approximate cap. */
   auditStream: string;
   auditStreamMaxLength: number;
+  /** Processes serving requests (node:cluster) when DATABASE_URL is set; the embedded database runs one. */
+  workers: number;
+  /** True when WORKERS was given (not the one-per-core default). */
+  workersGiven: boolean;
+  /** How long a stopping process lets in-flight requests finish before closing their connections. */
+  shutdownTimeoutMs: number;
 }
 
 /** Keystone's [security_compliance] section; undefined means the rule is off, as in Keystone. */
@@ -230,5 +237,8 @@ export function loadConfig(env: Environment = process.env): Config {
     rateLimitKeyPrefix: env.RATE_LIMIT_KEY_PREFIX || 'keystone-gateway:ratelimit:',
     auditStream: env.AUDIT_STREAM || 'keystone-gateway:audit',
     auditStreamMaxLength: integer(env, 'AUDIT_STREAM_MAX_LENGTH', 100_000, 1, 100_000_000),
+    workers: integer(env, 'WORKERS', os.availableParallelism(), 1, 1024),
+    workersGiven: env.WORKERS !== undefined && env.WORKERS !== '',
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 25_000, 100, 600_000),
   };
 }

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { ConfigError, loadConfig } from '../src/config.ts';
@@ -157,5 +158,19 @@ t.test('security compliance, rate limits and audit settings', async (t) => {
   for (const environment of bad) {
     const name = Object.keys(environment)[0]!;
     t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${environment[name]}`);
+  }
+});
+
+t.test('workers and shutdown', async (t) => {
+  const defaults = loadConfig({});
+  t.equal(defaults.workers, os.availableParallelism(), 'one worker per core by default');
+  t.equal(defaults.workersGiven, false);
+  t.equal(defaults.shutdownTimeoutMs, 25_000);
+  t.match(loadConfig({ WORKERS: '1', SHUTDOWN_TIMEOUT_MS: '5000' }), { workers: 1, workersGiven: true, shutdownTimeoutMs: 5000 });
+  t.match(loadConfig({ WORKERS: '' }), { workers: os.availableParallelism(), workersGiven: false }, 'empty is unset');
+
+  for (const environment of [{ WORKERS: '0' }, { WORKERS: 'auto' }, { WORKERS: '2000' }, { SHUTDOWN_TIMEOUT_MS: '-1' }, { SHUTDOWN_TIMEOUT_MS: '50' }]) {
+    const name = Object.keys(environment)[0]!;
+    t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${Object.values(environment)[0]}`);
   }
 });

@@ -14,6 +14,7 @@ import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
 import { registerGatewayPolicyRoutes } from './routes/gateway-policy.ts';
 import { registerGroupRoutes } from './routes/groups.ts';
+import { registerHealthRoutes, type ReadinessProbe } from './routes/health.ts';
 import { registerProjectRoutes } from './routes/projects.ts';
 import { registerRoleRoutes } from './routes/roles.ts';
 import { registerUserRoutes } from './routes/users.ts';
@@ -54,7 +55,7 @@ export interface RouteInfo {
   public: boolean;
 }
 
-export function registerIdentityApi(app: App, api: IdentityApi): RouteInfo[] {
+export function registerIdentityApi(app: App, api: IdentityApi, readiness: ReadinessProbe): RouteInfo[] {
   const routes: RouteInfo[] = [];
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
@@ -118,6 +119,7 @@ export function registerIdentityApi(app: App, api: IdentityApi): RouteInfo[] {
   });
 
   registerDiscoveryRoutes(app);
+  registerHealthRoutes(app, readiness);
   registerAuthRoutes(app, api);
   registerDomainRoutes(app, api);
   registerProjectRoutes(app, api);

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -31,12 +32,15 @@ async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/** Starts the service as its own process (node + tsx, as in production) and waits until it answers. */
-export async function startService(environment: Record<string, string>): Promise<ServiceProcess> {
+/**
+ * Starts the service as its own process (node + tsx, as in production) and waits until it answers.
+ * One process unless the environment sets WORKERS (the default would fork one worker per core).
+ */
+export async function startService(environment: Record<string, string>, options: { startTimeoutMs?: number } = {}): Promise<ServiceProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', PASSWORD_HASH_ROUNDS: '4', ...environment, PORT: String(port), HOST: '127.0.0.1' },
+    env: { ...process.env, LOG_LEVEL: 'warn', PASSWORD_HASH_ROUNDS: '4', WORKERS: '1', ...environment, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -54,7 +58,7 @@ export async function startService(environment: Record<string, string>): Promise
     await waitFor(async () => {
       if (child.exitCode !== null) throw new Error(`service exited: ${output}`);
       return (await fetch(`${url}/v3`)).status === 200;
-    }, `the service on ${url}`);
+    }, `the service on ${url}`, options.startTimeoutMs);
   } catch (error) {
     await stop();
     throw new Error(`${(error as Error).message}\n${output}`);
@@ -86,6 +90,24 @@ export async function startRedis(): Promise<{ url: string; stop(): Promise<void>
       await exited;
     },
   };
+}
+
+/** Live child processes of `pid` running the service (cluster workers), from /proc. */
+export function serviceWorkers(pid: number): number[] {
+  const workers: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Field 4 (ppid) follows the command name, which may contain spaces: split after the last ')'.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[1]) !== pid || fields[0] === 'Z') continue;
+      if (fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('src/main.ts')) workers.push(Number(entry));
+    } catch {
+      // Gone while we looked.
+    }
+  }
+  return workers.sort((a, b) => a - b);
 }
 
 export { waitFor };

@@ -1,0 +1,116 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
+import { serviceWorkers, startService, waitFor } from '../helpers/processes.ts';
+
+const ADMIN_PASSWORD = 'workers-admin-secret';
+
+/** One request on a connection of its own, so the primary hands it to the next worker. */
+function call(url: string, options: { method?: string; token?: string; subject?: string; body?: unknown } = {}): Promise<{ status: number; token: string; body: any }> {
+  const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      url,
+      {
+        method: options.method ?? 'GET',
+        agent: false,
+        headers: {
+          ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(options.token ? { 'x-auth-token': options.token } : {}),
+          ...(options.subject ? { 'x-subject-token': options.subject } : {}),
+        },
+      },
+      (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, token: String(response.headers['x-subject-token'] ?? ''), body: text ? JSON.parse(text) : undefined }));
+      },
+    );
+    request.on('error', reject);
+    request.end(payload);
+  });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Pids of the processes that logged a completed request since `from` (pino puts the pid on every line). */
+function servingPids(output: string, from = 0): Set<number> {
+  const pids = new Set<number>();
+  for (const line of output.slice(from).split('\n')) {
+    if (line.includes('"msg":"request completed"')) pids.add(Number(/"pid":(\d+)/.exec(line)?.[1]));
+  }
+  return pids;
+}
+
+t.test('WORKERS=2 with PostgreSQL: two workers share the port, the database and each other’s changes', async (t) => {
+  const database = await createTestDatabase(process.env.TEST_DATABASE_URL || LOCAL_POSTGRES);
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-workers-'));
+  // No REDIS_URL: the workers hear of each other's changes through the primary.
+  // A primary and two workers each load the whole application: slow on a busy machine.
+  const service = await startService({ DATABASE_URL: database.url!, WORKERS: '2', ADMIN_PASSWORD, DATA_DIR: directory, LOG_LEVEL: 'info' }, { startTimeoutMs: 60_000 });
+  t.teardown(async () => {
+    await service.stop();
+    await database.drop();
+    fs.rmSync(directory, { recursive: true, force: true });
+  });
+  const primary = service.child.pid!;
+  await waitFor(async () => service.output().includes('keystone-gateway listening'), 'every worker to listen', 60_000);
+  t.equal(service.output().split('Log in as admin').length, 2, 'the login hint is printed once');
+  t.equal(service.output().split('bootstrap: created user admin').length, 2, 'bootstrap ran once');
+  const workers = serviceWorkers(primary);
+  t.equal(workers.length, 2, 'two worker processes under the primary');
+
+  const adminAuth = { auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: { id: 'default' }, password: ADMIN_PASSWORD } } }, scope: { system: { all: true } } } };
+  const admin = (await call(`${service.url}/v3/auth/tokens`, { method: 'POST', body: adminAuth })).token;
+  t.ok(admin, 'admin token issued');
+  for (let index = 0; index < 6; index++) {
+    t.equal((await call(`${service.url}/v3/auth/tokens`, { token: admin, subject: admin })).status, 200, `validates on connection ${index + 1}`);
+  }
+  const served = servingPids(service.output());
+  t.same([...served].sort((a, b) => a - b), workers, 'both workers served requests, the primary none');
+
+  // A revocation through one worker reaches the other's cache (relayed by the primary).
+  const member = (await call(`${service.url}/v3/roles?name=member`, { token: admin })).body.roles[0];
+  const project = (await call(`${service.url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'workers' } } })).body.project;
+  const user = (await call(`${service.url}/v3/users`, { method: 'POST', token: admin, body: { user: { name: 'shared', password: 'Pw-1' } } })).body.user;
+  t.equal((await call(`${service.url}/v3/projects/${project.id}/users/${user.id}/roles/${member.id}`, { method: 'PUT', token: admin })).status, 204);
+  const userAuth = { auth: { identity: { methods: ['password'], password: { user: { id: user.id, password: 'Pw-1' } } }, scope: { project: { id: project.id } } } };
+  const token = (await call(`${service.url}/v3/auth/tokens`, { method: 'POST', body: userAuth })).token;
+  for (let index = 0; index < 4; index++) t.equal((await call(`${service.url}/v3/auth/tokens`, { token: admin, subject: token })).status, 200, 'valid, and cached by both');
+  t.equal((await call(`${service.url}/v3/auth/tokens`, { method: 'DELETE', token: admin, subject: token })).status, 204);
+  await waitFor(async () => {
+    const statuses = await Promise.all([0, 1, 2, 3].map(() => call(`${service.url}/v3/auth/tokens`, { token: admin, subject: token })));
+    return statuses.every((response) => response.status === 404);
+  }, 'every worker to refuse the revoked token', 2000);
+  t.pass('every worker refuses the revoked token');
+
+  // A worker that dies is replaced; the service keeps answering meanwhile.
+  const [victim, survivor] = workers as [number, number];
+  const beforeKill = service.output().length;
+  process.kill(victim, 'SIGKILL');
+  await waitFor(async () => service.output().includes('worker died unexpectedly'), 'the primary to notice', 10_000);
+  for (let index = 0; index < 4; index++) t.equal((await call(`${service.url}/v3`)).status, 200, 'answered with one worker down');
+  await waitFor(async () => serviceWorkers(primary).length === 2, 'a replacement worker', 30_000);
+  const replacement = serviceWorkers(primary).find((pid) => pid !== survivor)!;
+  t.not(replacement, victim);
+  await waitFor(async () => new RegExp(`"pid":${replacement},[^\\n]*"msg":"Server listening`).test(service.output().slice(beforeKill)), 'the replacement to listen', 60_000);
+  const afterRestart = service.output().length;
+  for (let index = 0; index < 6; index++) t.equal((await call(`${service.url}/v3/auth/tokens`, { token: admin, subject: admin })).status, 200);
+  t.ok(servingPids(service.output(), afterRestart).has(replacement), 'the replacement serves requests');
+
+  // SIGTERM to the primary: the workers drain and exit, then the primary, with status 0.
+  const exited = new Promise<number | null>((resolve) => service.child.once('exit', (code) => resolve(code)));
+  service.child.kill('SIGTERM');
+  t.equal(await exited, 0, 'the primary exits with 0');
+  t.notOk(isAlive(survivor) || isAlive(replacement), 'no worker outlives the primary');
+});
