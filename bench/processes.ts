@@ -135,6 +135,8 @@ export interface ServiceProcess {
   pid: number;
   /** What the bench passed on top of a cleaned environment, for the results file (no secrets). */
   settings: Record<string, string>;
+  /** SIGTERM (SIGKILL after a grace period) and wait for the exit; cleanup does it otherwise. */
+  stop(): Promise<void>;
 }
 
 /**
@@ -142,26 +144,39 @@ export interface ServiceProcess {
  * policy directory. The caller's service settings are dropped (PASSWORD_HASH_ROUNDS=4 from a test
  * shell would make the password scenario meaningless); BENCH_SERVICE_<NAME>=value passes NAME=value.
  */
-export async function startService(options: { adminPassword: string; policyDirectory: string; databaseUrl?: string }): Promise<ServiceProcess> {
+export async function startService(options: {
+  adminPassword: string;
+  policyDirectory: string;
+  databaseUrl?: string;
+  /** Settings of the caller's own (e.g. WORKERS=1 for the memory bench); BENCH_SERVICE_* still win. */
+  settings?: Record<string, string>;
+  /** Node flags, before BENCH_SERVICE_NODE_ARGS. */
+  nodeArgs?: string[];
+  /** Where the service keeps its files; a temp directory removed at cleanup when unset. */
+  dataDirectory?: string;
+  /** What node runs instead of `--import=tsx src/main.ts`, e.g. a compiled bundle. */
+  entry?: string[];
+}): Promise<ServiceProcess> {
   const port = await freePort();
   const environment: Record<string, string | undefined> = { ...process.env };
   for (const name of SERVICE_SETTINGS) delete environment[name];
   const settings: Record<string, string> = {
     LOG_LEVEL: 'warn',
     POLICY_DIR: options.policyDirectory,
-    DATA_DIR: tempDirectory('kg-bench-data-'),
+    DATA_DIR: options.dataDirectory ?? tempDirectory('kg-bench-data-'),
     // One client hammering one user from one address is what a benchmark is and what the login rate
     // limits exist to stop: measure issue throughput, not the limiter (BENCH_SERVICE_* re-enables it).
     AUTH_RATE_LIMIT_PER_ADDRESS: '0',
     AUTH_RATE_LIMIT_PER_USER: '0',
+    ...options.settings,
   };
   if (options.databaseUrl) settings.DATABASE_URL = options.databaseUrl;
   for (const [name, value] of Object.entries(process.env)) {
     if (name.startsWith('BENCH_SERVICE_') && name !== 'BENCH_SERVICE_NODE_ARGS' && value !== undefined) settings[name.slice('BENCH_SERVICE_'.length)] = value;
   }
   // BENCH_SERVICE_NODE_ARGS: extra node flags for the service only, e.g. --cpu-prof (not allowed in NODE_OPTIONS).
-  const nodeArgs = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, '--import=tsx', 'src/main.ts'], {
+  const nodeArgs = [...(options.nodeArgs ?? []), ...(process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean)];
+  const child = spawn(process.execPath, [...nodeArgs, ...(options.entry ?? ['--import=tsx', 'src/main.ts'])], {
     cwd: ROOT,
     env: { ...environment, ...settings, ADMIN_PASSWORD: options.adminPassword, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -183,7 +198,7 @@ export async function startService(options: { adminPassword: string; policyDirec
   }
   child.stderr?.on('data', (chunk: Buffer) => process.stderr.write(`[service] ${chunk.toString()}`));
   if (nodeArgs.length) settings.NODE_ARGS = nodeArgs.join(' ');
-  return { url, pid: child.pid!, settings };
+  return { url, pid: child.pid!, settings, stop: () => stopChild(child) };
 }
 
 /** A fresh database on the BENCH_DATABASE_URL server, dropped at cleanup (after the service stops). */

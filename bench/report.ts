@@ -117,10 +117,10 @@ export function failureReport(results: readonly ScenarioResult[]): string | unde
 }
 
 /** Writes bench/results/<timestamp>.json (git-ignored) and returns its path. */
-export function writeResults(document: object, startedAt: Date): string {
+export function writeResults(document: object, startedAt: Date, prefix = ''): string {
   const directory = path.join(ROOT, 'bench', 'results');
   mkdirSync(directory, { recursive: true });
-  const file = path.join(directory, `${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
+  const file = path.join(directory, `${prefix}${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, JSON.stringify(document, null, 2) + '\n');
   return file;
 }

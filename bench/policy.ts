@@ -1,0 +1,377 @@
+/**
+ * npm run bench:policy — gateway policy decision latency with 10,000 rules.
+ *
+ * Writes a temp policy directory (the shipped model.conf, BENCH_POLICY_SERVICES rule files of
+ * BENCH_POLICY_RULES ÷ services lines each, and fixtures), loads it as the service does
+ * (GatewayPolicy.load, then its fixtures must pass), checks every request below is decided as
+ * expected, then times single decide() calls with process.hrtime.bigint:
+ *
+ *   miss   every request carries a role set never seen before (a new role string), so the
+ *          decision cache cannot answer: key built, Casbin evaluates the candidates, result stored
+ *          and an older one evicted. The honest number.
+ *   nocache  the same requests with the decision cache disabled (decisionCacheSize 0) and role
+ *          arrays reused: the evaluation alone.
+ *   hit    a fixed working set of requests whose decisions are already cached.
+ *
+ * Each mode runs over several request kinds, the late-matching rule (the last line of a file) among
+ * them. Prints a table and writes bench/results/policy-<timestamp>.json. Exit 1 if a decision or
+ * a fixture is wrong; the latency target (p99 ≤ 50 µs) is reported, not enforced.
+ *
+ * Environment: BENCH_POLICY_RULES (10000), BENCH_POLICY_SERVICES (5), BENCH_POLICY_SAMPLES (per
+ * kind and mode, 20000), BENCH_LABEL.
+ */
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { GatewayPolicy, type PolicyDecision, type PolicyRequest } from '../src/policy/gateway-policy.ts';
+import { ROOT } from './processes.ts';
+import { writeResults } from './report.ts';
+
+function setting(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got '${raw}'`);
+  return value;
+}
+
+const TOTAL_RULES = setting('BENCH_POLICY_RULES', 10_000);
+const SERVICES = setting('BENCH_POLICY_SERVICES', 5);
+const SAMPLES = setting('BENCH_POLICY_SAMPLES', 20_000);
+const TARGET_P99_US = 50;
+/** Lines sharing one path template and method (different roles): the worst candidate set a request meets. */
+const WIDE = 100;
+/** The service's default decision cache size (src/policy/gateway-policy.ts). */
+const DEFAULT_CACHE_SIZE = 10_000;
+
+// ---- the rule set -----------------------------------------------------------------------------
+
+interface ServiceRules {
+  name: string;
+  lines: string[];
+  /** Resource names used in the rules (res-0 … res-N). */
+  resources: number;
+  /** The last line of the file, matched only by role `late` on the last resource. */
+  lateLine: string;
+  wideLastLine: string;
+}
+
+/**
+ * One service's rules, as an operator would write them for an OpenStack-like API: per resource a
+ * collection and an item, member owner rules, reader GETs, a domain-scoped manager rule with `**`,
+ * a deny for a sensitive sub-resource; an admin `/**` line on top (a candidate of every request);
+ * a block of WIDE lines on one template that differ by role; and a late line at the very end.
+ */
+function serviceRules(name: string, count: number): ServiceRules {
+  const head = ['p, admin, *, /**, *, allow', 'p, *, *, /, GET, allow'];
+  const wide: string[] = [];
+  for (let team = 0; team < WIDE; team++) wide.push(`p, team-${team}, project, /v2/{project_id}/shared, GET, allow`);
+  const perResource = (resource: number): string[] => [
+    `p, member, project, /v2/{project_id}/res-${resource}, GET, allow`,
+    `p, member, project, /v2/{project_id}/res-${resource}, POST, allow`,
+    `p, member, project, /v2/{project_id}/res-${resource}/*, GET, allow`,
+    `p, member, project, /v2/{project_id}/res-${resource}/*, PUT, allow`,
+    `p, member, project, /v2/{project_id}/res-${resource}/*, DELETE, allow`,
+    `p, reader, project, /v2/{project_id}/res-${resource}/*, HEAD, allow`,
+    `p, manager-${resource % 40}, domain, /v2/domains/*/res-${resource}/**, *, allow`,
+    `p, *, *, /v2/{project_id}/res-${resource}/*/secret, GET, deny`,
+    `p, member, project, /v2/{project_id}/res-${resource}/*/action, POST, allow`,
+    `p, owner, project, /v2/users/{user_id}/res-${resource}, GET, allow`,
+  ];
+  const rules = [...head, ...wide];
+  let resources = 0;
+  // Room for the late line at the end.
+  while (rules.length + 10 <= count - 1) rules.push(...perResource(resources++));
+  // Fill the remainder with reader rules on extra literal paths, then the late line.
+  for (let extra = 0; rules.length < count - 1; extra++) rules.push(`p, reader, project, /v2/{project_id}/extra-${extra}, GET, allow`);
+  const lateLine = `p, late, project, /v2/{project_id}/res-${resources - 1}/*/action, POST, allow`;
+  rules.push(lateLine);
+  return { name, lines: ['# generated by bench/policy.ts', ...rules], resources, lateLine, wideLastLine: wide[wide.length - 1]! };
+}
+
+function writePolicyDirectory(services: ServiceRules[]): string {
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'kg-bench-policy10k-'));
+  copyFileSync(path.join(ROOT, 'policies', 'model.conf'), path.join(directory, 'model.conf'));
+  for (const service of services) writeFileSync(path.join(directory, `${service.name}.csv`), `${service.lines.join('\n')}\n`);
+  // Fixtures, as a deployment would ship: the service refuses a policy whose fixtures fail.
+  mkdirSync(path.join(directory, 'tests'));
+  const first = services[0]!;
+  const last = first.resources - 1;
+  const fixtures = [
+    `- name: member reads an item of their project\n  service: ${first.name}\n  roles: [member, reader]\n  scope: project\n  project_id: p1\n  user_id: u1\n  method: GET\n  path: /v2/p1/res-3/x\n  expect: allow`,
+    `- name: member cannot read another project\n  service: ${first.name}\n  roles: [member, reader]\n  scope: project\n  project_id: p1\n  user_id: u1\n  method: GET\n  path: /v2/p2/res-3/x\n  expect: deny`,
+    `- name: the late line decides\n  service: ${first.name}\n  roles: [late]\n  scope: project\n  project_id: p1\n  user_id: u1\n  method: POST\n  path: /v2/p1/res-${last}/x/action\n  expect: allow\n  rule: "${first.lateLine}"`,
+    `- name: secrets are denied even to admins\n  service: ${first.name}\n  roles: [admin, member, reader]\n  scope: project\n  project_id: p1\n  user_id: u1\n  method: GET\n  path: /v2/p1/res-7/x/secret\n  expect: deny`,
+  ];
+  writeFileSync(path.join(directory, 'tests', 'bench.yaml'), `${fixtures.join('\n')}\n`);
+  return directory;
+}
+
+// ---- the requests -----------------------------------------------------------------------------
+
+interface RequestKind {
+  name: string;
+  describe: string;
+  expect: boolean;
+  /** The deciding line, when it must be a particular one. */
+  rule?: string;
+  /** Request `i` of this kind; `roles` is the role array to use. */
+  build(i: number, roles: string[]): PolicyRequest;
+  /** The token's roles (without the per-request marker that defeats the cache). */
+  roles: string[];
+}
+
+function requestKinds(services: ServiceRules[]): RequestKind[] {
+  const pick = (i: number) => services[i % services.length]!;
+  // The kinds that check the deciding line use the first service (decisions name its file's line).
+  const first = services[0]!;
+  const project = (i: number) => `p${(i * 7919) % 10_007}`;
+  const user = (i: number) => `u${(i * 104_729) % 100_003}`;
+  const resource = (service: ServiceRules, i: number) => (i * 31) % service.resources;
+  return [
+    {
+      name: 'member-item-get',
+      describe: 'GET an item in the token project (allow; ~5 candidates)',
+      expect: true,
+      roles: ['member', 'reader'],
+      build: (i, roles) => ({ service: pick(i).name, roles, scope: 'project', projectId: project(i), userId: user(i), method: 'GET', path: `/v2/${project(i)}/res-${resource(pick(i), i)}/item-${i}` }),
+    },
+    {
+      name: 'other-project',
+      describe: "DELETE an item of another project (deny: owner placeholder does not match)",
+      expect: false,
+      roles: ['member', 'reader'],
+      build: (i, roles) => ({ service: pick(i).name, roles, scope: 'project', projectId: project(i), userId: user(i), method: 'DELETE', path: `/v2/${project(i + 1)}/res-${resource(pick(i), i)}/item-${i}` }),
+    },
+    {
+      name: 'late-line',
+      describe: 'POST an action allowed only by the last line of the file',
+      expect: true,
+      rule: first.lateLine,
+      roles: ['late'],
+      build: (i, roles) => ({ service: first.name, roles, scope: 'project', projectId: project(i), userId: user(i), method: 'POST', path: `/v2/${project(i)}/res-${first.resources - 1}/item-${i}/action` }),
+    },
+    {
+      name: 'deny-line',
+      describe: 'GET a secret as admin: a deny line overrides admin /**',
+      expect: false,
+      roles: ['admin', 'member', 'reader'],
+      build: (i, roles) => ({ service: pick(i).name, roles, scope: 'project', projectId: project(i), userId: user(i), method: 'GET', path: `/v2/${project(i)}/res-${resource(pick(i), i)}/item-${i}/secret` }),
+    },
+    {
+      name: 'wide-template',
+      describe: `GET /shared allowed by the last of ${WIDE} lines on the same template (${WIDE + 1} candidates)`,
+      expect: true,
+      rule: first.wideLastLine,
+      roles: [`team-${WIDE - 1}`],
+      build: (i, roles) => ({ service: first.name, roles, scope: 'project', projectId: project(i), userId: user(i), method: 'GET', path: `/v2/${project(i)}/shared` }),
+    },
+    {
+      name: 'domain-manager',
+      describe: 'PATCH deep under a domain path (`**` template, method *)',
+      expect: true,
+      roles: ['manager-3'],
+      build: (i, roles) => ({ service: pick(i).name, roles, scope: 'domain', userId: user(i), method: 'PATCH', path: `/v2/domains/d${i % 97}/res-${3 + 40 * (i % 5)}/a/b/c` }),
+    },
+    {
+      name: 'no-rule',
+      describe: 'POST to an unknown path as reader (deny: only admin /** is a candidate)',
+      expect: false,
+      roles: ['reader'],
+      build: (i, roles) => ({ service: pick(i).name, roles, scope: 'project', projectId: project(i), userId: user(i), method: 'POST', path: `/v2/${project(i)}/nothing-here/${i}` }),
+    },
+  ];
+}
+
+// ---- timing -----------------------------------------------------------------------------------
+
+interface Percentiles {
+  samples: number;
+  meanUs: number;
+  p50Us: number;
+  p90Us: number;
+  p99Us: number;
+  p999Us: number;
+  maxUs: number;
+}
+
+function percentiles(nanos: Float64Array): Percentiles {
+  const sorted = Float64Array.from(nanos).sort();
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]! / 1000;
+  const round = (value: number) => Math.round(value * 100) / 100;
+  let sum = 0;
+  for (const value of sorted) sum += value;
+  return {
+    samples: sorted.length,
+    meanUs: round(sum / sorted.length / 1000),
+    p50Us: round(at(0.5)),
+    p90Us: round(at(0.9)),
+    p99Us: round(at(0.99)),
+    p999Us: round(at(0.999)),
+    maxUs: round(sorted[sorted.length - 1]! / 1000),
+  };
+}
+
+/** hrtime.bigint's own cost, subtracted from nothing but reported beside the numbers. */
+function timerOverheadNs(): number {
+  const samples = new Float64Array(10_000);
+  for (let i = 0; i < samples.length; i++) {
+    const start = process.hrtime.bigint();
+    samples[i] = Number(process.hrtime.bigint() - start);
+  }
+  return percentiles(samples).p50Us * 1000;
+}
+
+type Mode = 'miss' | 'nocache' | 'hit' | 'hit-full';
+const MODES: readonly Mode[] = ['miss', 'nocache', 'hit', 'hit-full'];
+/** Distinct requests per kind in a hit run (they share fewer cache keys: keys are per template). */
+const HIT_SET = 512;
+
+/**
+ * Times `samples` decide() calls in one mode, the kinds interleaved. The requests are built before
+ * the timed loop; only decide() sits between the two hrtime reads.
+ */
+function measure(policy: GatewayPolicy, kinds: readonly RequestKind[], mode: Mode, offset: number, samples = SAMPLES): { stats: Percentiles; wrong: number } {
+  const hits = mode === 'hit' || mode === 'hit-full';
+  const distinct = hits ? Math.min(HIT_SET, samples) : samples;
+  const requests: { kind: RequestKind; request: PolicyRequest }[] = [];
+  for (let i = 0; i < distinct * kinds.length; i++) {
+    const kind = kinds[i % kinds.length]!;
+    const n = offset + Math.floor(i / kinds.length);
+    // miss: a role set never seen before, as a token with a new combination of roles brings.
+    const roles = mode === 'miss' ? [...kind.roles, `x-${n}`] : kind.roles;
+    requests.push({ kind, request: kind.build(n, roles) });
+  }
+  if (hits) for (const { request } of requests) policy.decide(request);
+  const total = samples * kinds.length;
+  const nanos = new Float64Array(total);
+  let wrong = 0;
+  for (let i = 0; i < total; i++) {
+    const { kind, request } = requests[i % requests.length]!;
+    const start = process.hrtime.bigint();
+    const decision: PolicyDecision = policy.decide(request);
+    nanos[i] = Number(process.hrtime.bigint() - start);
+    if (decision.allowed !== kind.expect || (kind.rule !== undefined && decision.rule !== kind.rule)) wrong++;
+  }
+  return { stats: percentiles(nanos), wrong };
+}
+
+/** Fills a policy's decision cache with `count` decisions no measured request will ask for. */
+function fillCache(policy: GatewayPolicy, kinds: readonly RequestKind[], count: number): void {
+  for (let i = 0; i < count; i++) {
+    const kind = kinds[i % kinds.length]!;
+    policy.decide(kind.build(i, [...kind.roles, `fill-${i}`]));
+  }
+}
+
+/** A full GC, so the heap figure of a loaded policy is what it retains. */
+function collectGarbage(): void {
+  v8.setFlagsFromString('--expose-gc');
+  (vm.runInNewContext('gc') as () => void)();
+}
+
+// ---- main -------------------------------------------------------------------------------------
+
+const number = (value: number, digits = 2) => value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+async function main(): Promise<number> {
+  const startedAt = new Date();
+  const loadBefore = os.loadavg();
+  const perService = Math.floor(TOTAL_RULES / SERVICES);
+  const services = Array.from({ length: SERVICES }, (_, index) => serviceRules(`bench-svc-${index}`, perService + (index < TOTAL_RULES % SERVICES ? 1 : 0)));
+  const directory = writePolicyDirectory(services);
+  try {
+    const ruleCount = services.reduce((sum, service) => sum + service.lines.length - 1, 0); // minus the comment line
+    collectGarbage();
+    const heapBefore = process.memoryUsage().heapUsed;
+    let started = performance.now();
+    const policy = await GatewayPolicy.load(directory);
+    const loadMs = performance.now() - started;
+    started = performance.now();
+    const fixtures = await policy.runFixtures();
+    const fixturesMs = performance.now() - started;
+    collectGarbage();
+    const heapPerPolicyMb = (process.memoryUsage().heapUsed - heapBefore) / 1024 / 1024;
+    process.stderr.write(
+      `bench: ${ruleCount} rules in ${SERVICES} files loaded in ${loadMs.toFixed(0)} ms, fixtures ${fixtures.passed} passed / ${fixtures.failures.length} failed in ${fixturesMs.toFixed(0)} ms\n`,
+    );
+    if (fixtures.failures.length) process.stderr.write(`${fixtures.failures.join('\n')}\n`);
+
+    const only = process.env.BENCH_POLICY_ONLY?.split(',').map((name) => name.trim()).filter(Boolean);
+    const kinds = requestKinds(services).filter((kind) => !only || only.includes(kind.name));
+    const instance = async (mode: Mode) => GatewayPolicy.load(directory, mode === 'nocache' ? { decisionCacheSize: 0 } : {});
+    const nocache = await instance('nocache');
+
+    // Warm-up (JIT) on throw-away instances, so every measured cache starts as its mode says.
+    const overheadNs = timerOverheadNs();
+    for (const mode of MODES) measure(await instance(mode), kinds, mode, 1_000_000, 5_000);
+
+    const rows: { mode: Mode; kind: string; describe: string; stats: Percentiles; wrong: number }[] = [];
+    let offset = 2_000_000;
+    for (const mode of MODES) {
+      for (const group of [...kinds.map((kind) => [kind]), kinds]) {
+        // A fresh instance per row: one row's decisions never serve another's.
+        const target = mode === 'miss' || mode === 'nocache' ? policy : await instance(mode);
+        if (mode === 'hit-full') fillCache(target, kinds, DEFAULT_CACHE_SIZE);
+        const { stats, wrong } = measure(mode === 'nocache' ? nocache : target, group, mode, offset);
+        offset += SAMPLES;
+        rows.push({ mode, kind: group.length === 1 ? group[0]!.name : 'ALL (mixed)', describe: group.length === 1 ? group[0]!.describe : 'every kind above, interleaved', stats, wrong });
+      }
+    }
+
+    const header = ['mode', 'request kind', 'p50 µs', 'p90 µs', 'p99 µs', 'p99.9 µs', 'max µs', 'wrong'];
+    const table = rows.map((row) => [row.mode, row.kind, number(row.stats.p50Us), number(row.stats.p90Us), number(row.stats.p99Us), number(row.stats.p999Us), number(row.stats.maxUs, 0), String(row.wrong)]);
+    const widths = header.map((cell, index) => Math.max(cell.length, ...table.map((row) => row[index]!.length)));
+    const line = (cells: string[]) => cells.map((cell, index) => (index < 2 ? cell.padEnd(widths[index]!) : cell.padStart(widths[index]!))).join('  ');
+    const p99 = (mode: Mode, kind = 'ALL (mixed)') => rows.find((row) => row.mode === mode && row.kind === kind)?.stats.p99Us ?? NaN;
+    const worstMiss = Math.max(...rows.filter((row) => row.mode === 'miss').map((row) => row.stats.p99Us));
+    const verdict = (value: number) => (value <= TARGET_P99_US ? 'MET' : 'NOT MET');
+    const wrong = rows.reduce((sum, row) => sum + row.wrong, 0);
+    process.stdout.write(
+      `\ngateway policy decisions: ${ruleCount} rules in ${SERVICES} files (${perService} per service), ${SAMPLES} samples per row; ` +
+        `node ${process.version}, ${os.availableParallelism()} cores, load ${loadBefore.map((value) => value.toFixed(2)).join(' ')}; hrtime pair ≈ ${overheadNs.toFixed(0)} ns (included)\n` +
+        `load ${loadMs.toFixed(0)} ms + fixtures ${fixturesMs.toFixed(0)} ms; ≈ ${heapPerPolicyMb.toFixed(1)} MB heap per loaded policy\n\n` +
+        `${line(header)}\n${table.map(line).join('\n')}\n\n` +
+        `target p99 ≤ ${TARGET_P99_US} µs — cache miss: mixed ${number(p99('miss'))} µs ${verdict(p99('miss'))}, worst kind ${number(worstMiss)} µs ${verdict(worstMiss)}, ` +
+        `late line ${number(p99('miss', 'late-line'))} µs ${verdict(p99('miss', 'late-line'))}; ` +
+        `cache hit: mixed ${number(p99('hit'))} µs ${verdict(p99('hit'))}, with a full cache ${number(p99('hit-full'))} µs ${verdict(p99('hit-full'))}\n`,
+    );
+    if (wrong) process.stdout.write(`!!! ${wrong} decisions were not the expected ones\n`);
+
+    const file = writeResults(
+      {
+        kind: 'policy',
+        startedAt: startedAt.toISOString(),
+        finishedAt: new Date().toISOString(),
+        label: process.env.BENCH_LABEL ?? '',
+        machine: { node: process.version, cores: os.availableParallelism(), cpu: os.cpus()[0]?.model, loadavgBefore: loadBefore, loadavgAfter: os.loadavg() },
+        rules: ruleCount,
+        services: SERVICES,
+        samplesPerRow: SAMPLES,
+        loadMs: Math.round(loadMs),
+        fixturesMs: Math.round(fixturesMs),
+        fixtures: { passed: fixtures.passed, failures: fixtures.failures },
+        heapPerPolicyMb: Math.round(heapPerPolicyMb * 10) / 10,
+        timerOverheadNs: overheadNs,
+        targetP99Us: TARGET_P99_US,
+        rows,
+      },
+      startedAt,
+      'policy-',
+    );
+    process.stdout.write(`\nwrote ${path.relative(process.cwd(), file)}\n`);
+    return wrong || fixtures.failures.length ? 1 : 0;
+  } finally {
+    if (!process.env.BENCH_POLICY_KEEP) rmSync(directory, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`bench:policy failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,480 @@
+/**
+ * npm run bench:memory — resident memory of one worker holding a large identity database.
+ *
+ * 1. Creates database `bench_large` (--database) on BENCH_DATABASE_URL's server, starts the service
+ *    once on it (migrations and bootstrap), stops it.
+ * 2. Seeds it with bulk SQL (generate_series, one statement per table): --domains domains,
+ *    --projects projects spread over them, --users users (each with a password row; all share one
+ *    precomputed bcrypt hash of cost --hash-cost) and one `member` assignment per user on a project of
+ *    its domain (so --users assignments).
+ * 3. Starts the service again, WORKERS=1 (one process: the worker is the process), login rate limits
+ *    off, and drives a warm-up through the public API with --concurrency requests in flight:
+ *      A "working set": password token issue for --logins users, then per token validate ×2,
+ *        catalog, the user's projects and effective role assignments; GETs of --reads users and
+ *        projects; filtered user lists (domain_id + name__startswith / enabled) and project lists
+ *        per domain; role_assignments per project.
+ *      B "full lists": unfiltered GET /v3/users, /v3/projects, /v3/role_assignments (every row; the
+ *        API has no pagination, as Keystone without list_limit).
+ *    VmRSS and VmHWM (/proc/<pid>/status) are read after start, after A, after B and after a pause.
+ * 4. Prints a table, writes bench/results/memory-<timestamp>.json, drops the database unless --keep.
+ *    With --heap-snapshot (or when RSS after A exceeds the target) the worker writes a heap snapshot
+ *    (--heapsnapshot-signal) and the largest object groups are listed.
+ *
+ * Environment: BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres), BENCH_LABEL,
+ * BENCH_SERVICE_<NAME> as for npm run bench.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { hashSync } from '@node-rs/bcrypt';
+import pg from 'pg';
+import { cleanup, installSignalHandlers, onCleanup, ROOT, startService, tempDirectory, type ServiceProcess } from './processes.ts';
+import { writeResults } from './report.ts';
+
+const TARGET_RSS_MB = 200;
+
+const { values: options } = parseArgs({
+  options: {
+    database: { type: 'string', default: 'bench_large' },
+    keep: { type: 'boolean', default: false },
+    users: { type: 'string', default: '100000' },
+    projects: { type: 'string', default: '10000' },
+    domains: { type: 'string', default: '10' },
+    logins: { type: 'string', default: '300' },
+    reads: { type: 'string', default: '3000' },
+    concurrency: { type: 'string', default: '16' },
+    'hash-cost': { type: 'string', default: '4' },
+    'heap-snapshot': { type: 'boolean', default: false },
+    compiled: { type: 'boolean', default: false },
+  },
+});
+
+function count(name: keyof typeof options): number {
+  const value = Number(options[name]);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`--${name} must be a positive integer, got '${options[name]}'`);
+  return value;
+}
+
+const USERS = count('users');
+const PROJECTS = count('projects');
+const DOMAINS = count('domains');
+const LOGINS = Math.min(count('logins'), USERS);
+const READS = count('reads');
+const CONCURRENCY = count('concurrency');
+const HASH_COST = count('hash-cost');
+const DATABASE = options.database!;
+if (!/^[a-z_][a-z0-9_]*$/.test(DATABASE)) throw new Error(`--database must be a plain lower-case identifier, got '${DATABASE}'`);
+if (PROJECTS % DOMAINS !== 0) throw new Error('--projects must be a multiple of --domains (each user gets a project of its own domain)');
+
+const log = (message: string) => process.stderr.write(`bench:memory: ${message}\n`);
+
+// ---- database ---------------------------------------------------------------------------------
+
+function databaseUrl(server: string, name: string): string {
+  const url = new URL(server);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+async function withClient<T>(url: string, run: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await run(client);
+  } finally {
+    await client.end();
+  }
+}
+
+// Stable, Keystone-shaped ids (32 hex digits) so a kept database can be reused by other tools.
+const userId = (expression: string) => `md5('kgb-user-' || ${expression})`;
+const projectId = (expression: string) => `md5('kgb-project-' || ${expression})`;
+const domainId = (expression: string) => `md5('kgb-domain-' || ${expression})`;
+
+/**
+ * Domain d (0-based) is `bench-large-<d>`; project j is `project-<j>` in domain j mod DOMAINS; user i
+ * is `user-<i>` in domain i mod DOMAINS with `member` on project i mod PROJECTS, which is in the same
+ * domain because PROJECTS is a multiple of DOMAINS.
+ */
+async function seed(url: string, passwordHash: string): Promise<Record<string, number>> {
+  return withClient(url, async (client) => {
+    const timings: Record<string, number> = {};
+    const step = async (name: string, sql: string, parameters: unknown[] = []) => {
+      const started = performance.now();
+      await client.query(sql, parameters);
+      timings[name] = Math.round(performance.now() - started);
+      log(`  ${name}: ${timings[name]} ms`);
+    };
+    const member = await client.query<{ id: string }>(`select id from role where name = 'member' and domain_id is null`);
+    const memberRoleId = member.rows[0]?.id;
+    if (!memberRoleId) throw new Error('no member role: bootstrap did not run');
+    await client.query('begin');
+    await step(
+      'domains',
+      `insert into project (id, name, domain_id, parent_id, is_domain, enabled, description)
+       select ${domainId('d')}, 'bench-large-' || d, null, null, true, true, 'bench/seed-large.ts'
+       from generate_series(0, $1 - 1) d`,
+      [DOMAINS],
+    );
+    await step(
+      'projects',
+      `insert into project (id, name, domain_id, parent_id, is_domain, enabled, description)
+       select ${projectId('j')}, 'project-' || j, ${domainId('j % $2')}, ${domainId('j % $2')}, false, true, ''
+       from generate_series(0, $1 - 1) j`,
+      [PROJECTS, DOMAINS],
+    );
+    await step(
+      'users',
+      `insert into identity_user (id, domain_id, name, enabled, default_project_id, extra)
+       select ${userId('i')}, ${domainId('i % $2')}, 'user-' || i, true, ${projectId('i % $3')}, jsonb_build_object('email', 'user-' || i || '@example.org')
+       from generate_series(0, $1 - 1) i`,
+      [USERS, DOMAINS, PROJECTS],
+    );
+    await step(
+      'passwords',
+      `insert into password (user_id, password_hash, created_at, expires_at, self_service)
+       select ${userId('i')}, $2, now(), null, false from generate_series(0, $1 - 1) i`,
+      [USERS, passwordHash],
+    );
+    await step(
+      'role_assignments',
+      `insert into role_assignment (actor_type, actor_id, target_type, target_id, role_id, inherited)
+       select 'user', ${userId('i')}, 'project', ${projectId('i % $2')}, $3, false from generate_series(0, $1 - 1) i`,
+      [USERS, PROJECTS, memberRoleId],
+    );
+    await client.query('commit');
+    await step('analyze', 'analyze');
+    return timings;
+  });
+}
+
+// ---- the service's memory ---------------------------------------------------------------------
+
+interface Memory {
+  rssMb: number;
+  hwmMb: number;
+}
+
+function memoryOf(pid: number): Memory {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rssMb: Math.round(kb('VmRSS') / 102.4) / 10, hwmMb: Math.round(kb('VmHWM') / 102.4) / 10 };
+}
+
+// ---- the workload -----------------------------------------------------------------------------
+
+class Api {
+  requests = 0;
+  failures: string[] = [];
+  constructor(private readonly base: string) {}
+
+  async call(method: string, path: string, token?: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; json: any }> {
+    const response = await fetch(`${this.base}/v3${path}`, {
+      method,
+      headers: { ...headers, ...(token ? { 'x-auth-token': token } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    this.requests++;
+    if (response.status < 200 || response.status > 299) {
+      if (this.failures.length < 20) this.failures.push(`${method} ${path} -> ${response.status} ${text.slice(0, 200)}`);
+      return { status: response.status, headers: response.headers, json: undefined };
+    }
+    return { status: response.status, headers: response.headers, json: text ? JSON.parse(text) : undefined };
+  }
+
+  async token(user: string, domain: string, password: string, project: string): Promise<string | undefined> {
+    const { headers } = await this.call('POST', '/auth/tokens', undefined, {
+      auth: {
+        identity: { methods: ['password'], password: { user: { name: user, domain: { name: domain }, password } } },
+        scope: { project: { name: project, domain: { name: domain } } },
+      },
+    });
+    return headers.get('x-subject-token') ?? undefined;
+  }
+}
+
+/** Runs `tasks` with at most CONCURRENCY in flight. */
+async function pool<T>(items: readonly T[], task: (item: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await task(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(CONCURRENCY, items.length) }, worker));
+}
+
+/** Spread sample of `count` indexes over 0..total-1 (a stride, so every domain and range is touched). */
+function sample(total: number, count: number, salt = 0): number[] {
+  const stride = Math.max(1, Math.floor(total / count));
+  return Array.from({ length: Math.min(count, total) }, (_, k) => (k * stride + salt) % total);
+}
+
+/** The id seed() gave entity `index` (md5 as in its SQL). */
+function hexId(kind: 'user' | 'project' | 'domain', index: number): string {
+  return createHash('md5').update(`kgb-${kind}-${index}`).digest('hex');
+}
+
+async function workingSet(api: Api, adminToken: string, password: string): Promise<void> {
+  const tokens: { token: string; user: number }[] = [];
+  await pool(sample(USERS, LOGINS, 7), async (i) => {
+    const token = await api.token(`user-${i}`, `bench-large-${i % DOMAINS}`, password, `project-${i % PROJECTS}`);
+    if (token) tokens.push({ token, user: i });
+  });
+  log(`  ${tokens.length} of ${LOGINS} logins issued a token`);
+  await pool(tokens, async ({ token, user }) => {
+    const id = hexId('user', user);
+    await api.call('GET', '/auth/tokens', adminToken, undefined, { 'x-subject-token': token });
+    await api.call('GET', '/auth/catalog', token);
+    await api.call('GET', `/users/${id}/projects`, token);
+    await api.call('GET', `/role_assignments?user.id=${id}&effective`, adminToken);
+    await api.call('GET', '/auth/tokens', adminToken, undefined, { 'x-subject-token': token });
+  });
+  await pool(sample(USERS, READS, 3), async (i) => api.call('GET', `/users/${hexId('user', i)}`, adminToken));
+  await pool(sample(PROJECTS, READS, 5), async (j) => api.call('GET', `/projects/${hexId('project', j)}`, adminToken));
+  const listings: string[] = [];
+  for (let d = 0; d < DOMAINS; d++) {
+    const domain = hexId('domain', d);
+    for (let prefix = 1; prefix <= 9; prefix++) listings.push(`/users?domain_id=${domain}&name__startswith=user-${prefix}${d}`);
+    listings.push(`/users?domain_id=${domain}&enabled=true&name__contains=999`);
+    listings.push(`/projects?domain_id=${domain}`);
+    listings.push(`/projects?domain_id=${domain}&name__startswith=project-1`);
+  }
+  await pool(listings, (path) => api.call('GET', path, adminToken));
+  await pool(sample(PROJECTS, Math.min(READS, 500), 11), async (j) => api.call('GET', `/role_assignments?scope.project.id=${hexId('project', j)}&include_names`, adminToken));
+}
+
+async function fullLists(api: Api, adminToken: string): Promise<Record<string, number>> {
+  const sizes: Record<string, number> = {};
+  for (const [name, path] of [
+    ['users', '/users'],
+    ['projects', '/projects'],
+    ['role_assignments', '/role_assignments'],
+  ] as const) {
+    const { json } = await api.call('GET', path, adminToken);
+    sizes[name] = Array.isArray(json?.[name]) ? json[name].length : -1;
+    log(`  GET ${path}: ${sizes[name]} entries`);
+  }
+  return sizes;
+}
+
+// ---- heap snapshot ----------------------------------------------------------------------------
+
+/** Self size per constructor name (nodes of type object/closure/array/string…), largest first. */
+function summariseSnapshot(file: string): { totalMb: number; top: { name: string; count: number; mb: number }[] } {
+  const snapshot = JSON.parse(readFileSync(file, 'utf8')) as {
+    snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
+    nodes: number[];
+    strings: string[];
+  };
+  const fields = snapshot.snapshot.meta.node_fields;
+  const width = fields.length;
+  const typeAt = fields.indexOf('type');
+  const nameAt = fields.indexOf('name');
+  const sizeAt = fields.indexOf('self_size');
+  const types = snapshot.snapshot.meta.node_types[0];
+  const groups = new Map<string, { count: number; bytes: number }>();
+  let total = 0;
+  for (let at = 0; at < snapshot.nodes.length; at += width) {
+    const type = types[snapshot.nodes[at + typeAt]!]!;
+    const size = snapshot.nodes[at + sizeAt]!;
+    total += size;
+    const name = type === 'object' || type === 'closure' ? `${type === 'closure' ? 'closure ' : ''}${snapshot.strings[snapshot.nodes[at + nameAt]!]}` : `(${type})`;
+    const group = groups.get(name) ?? { count: 0, bytes: 0 };
+    group.count++;
+    group.bytes += size;
+    groups.set(name, group);
+  }
+  const top = [...groups.entries()]
+    .sort((a, b) => b[1].bytes - a[1].bytes)
+    .slice(0, 15)
+    .map(([name, { count, bytes }]) => ({ name, count, mb: Math.round(bytes / 104857.6) / 10 }));
+  return { totalMb: Math.round(total / 104857.6) / 10, top };
+}
+
+async function heapSnapshot(service: ServiceProcess, directory: string): Promise<string | undefined> {
+  const before = new Set(readdirSync(directory));
+  process.kill(service.pid, 'SIGUSR2');
+  const deadline = Date.now() + 120_000;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const created = readdirSync(directory).find((file) => file.endsWith('.heapsnapshot') && !before.has(file));
+    if (created) {
+      // Written in chunks, and the process keeps serving: done when it parses (the closing brackets came).
+      const file = path.join(directory, created);
+      let size = -1;
+      while (Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 2000));
+        const now = statSync(file).size;
+        if (now !== size) {
+          size = now;
+          continue;
+        }
+        if (readFileSync(file, 'utf8').trimEnd().endsWith('}')) return file;
+      }
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * --compiled: src/ bundled by esbuild into one ES module (dependencies stay in node_modules), run by
+ * plain node, i.e. without tsx transforming TypeScript in the process. Inside the checkout so that
+ * node_modules resolves; removed at cleanup.
+ */
+function bundle(): string[] {
+  mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
+  const directory = mkdtempSync(path.join(ROOT, 'bench', 'results', '.build-'));
+  onCleanup(`remove ${directory}`, () => rmSync(directory, { recursive: true, force: true }));
+  const outfile = path.join(directory, 'main.mjs');
+  execFileSync(
+    path.join(ROOT, 'node_modules', '.bin', 'esbuild'),
+    ['src/main.ts', '--bundle', '--platform=node', '--format=esm', '--packages=external', '--target=node20', '--log-level=warning', `--outfile=${outfile}`],
+    { cwd: ROOT, stdio: 'inherit' },
+  );
+  log(`bundled src/main.ts into ${path.relative(ROOT, outfile)}`);
+  return [outfile];
+}
+
+// ---- main -------------------------------------------------------------------------------------
+
+async function main(): Promise<number> {
+  const startedAt = new Date();
+  installSignalHandlers(() => {});
+  const server = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+  const url = databaseUrl(server, DATABASE);
+  await withClient(server, async (client) => {
+    await client.query(`drop database if exists ${DATABASE} with (force)`);
+    await client.query(`create database ${DATABASE}`);
+  });
+  if (!options.keep) onCleanup(`drop database ${DATABASE}`, () => withClient(server, (client) => client.query(`drop database if exists ${DATABASE} with (force)`)).then(() => undefined));
+  else log(`--keep: database ${DATABASE} stays (drop database ${DATABASE} when done)`);
+
+  const adminPassword = `bench-${randomBytes(12).toString('hex')}`;
+  const dataDirectory = tempDirectory('kg-bench-memory-data-');
+  const snapshotDirectory = tempDirectory('kg-bench-memory-heap-');
+  const entry = options.compiled ? bundle() : undefined;
+  const common = {
+    adminPassword,
+    policyDirectory: path.join(ROOT, 'policies'),
+    databaseUrl: url,
+    dataDirectory,
+    // The bundle lives elsewhere: the identity policy's default path is relative to the source tree.
+    settings: { WORKERS: '1', IDENTITY_POLICY_DIR: path.join(ROOT, 'policies', 'identity') },
+    ...(entry ? { entry } : {}),
+  };
+
+  log(`migrating and bootstrapping ${DATABASE}`);
+  const first = await startService(common);
+  await first.stop();
+
+  const password = `seed-${randomBytes(8).toString('hex')}`;
+  log(`seeding ${DOMAINS} domains, ${PROJECTS} projects, ${USERS} users with passwords (one bcrypt cost-${HASH_COST} hash), ${USERS} assignments`);
+  const seedStarted = performance.now();
+  const seedTimings = await seed(url, hashSync(password, { cost: HASH_COST }));
+  const seedMs = Math.round(performance.now() - seedStarted);
+  const tableSizes = await withClient(url, async (client) => {
+    const result = await client.query<{ name: string; rows: string }>(
+      `select 'project' as name, count(*) as rows from project union all select 'identity_user', count(*) from identity_user
+       union all select 'password', count(*) from password union all select 'role_assignment', count(*) from role_assignment`,
+    );
+    return Object.fromEntries(result.rows.map((row) => [row.name, Number(row.rows)]));
+  });
+  log(`seeded in ${seedMs} ms: ${JSON.stringify(tableSizes)}`);
+
+  const service = await startService({ ...common, nodeArgs: [`--heapsnapshot-signal=SIGUSR2`, `--diagnostic-dir=${snapshotDirectory}`] });
+  log(`service pid ${service.pid} at ${service.url} (WORKERS=1)`);
+  const api = new Api(service.url);
+  const readings: Record<string, Memory & { at: string }> = {};
+  const read = (label: string) => {
+    readings[label] = { ...memoryOf(service.pid), at: new Date().toISOString() };
+    log(`${label}: VmRSS ${readings[label]!.rssMb} MB, VmHWM ${readings[label]!.hwmMb} MB`);
+  };
+  read('started');
+  const adminToken = await api.token('admin', 'Default', adminPassword, 'admin');
+  if (!adminToken) throw new Error(`admin login failed: ${api.failures.join('; ')}`);
+
+  log('A: working set (logins, validations, catalogs, reads, filtered lists)');
+  let started = performance.now();
+  await workingSet(api, adminToken, password);
+  const workingSetS = Math.round(performance.now() - started) / 1000;
+  const requestsA = api.requests;
+  read('after working set');
+  log('A again (the same requests: caches warm, nothing new to hold)');
+  await workingSet(api, adminToken, password);
+  read('after working set ×2');
+
+  log('B: full lists');
+  started = performance.now();
+  const listed = await fullLists(api, adminToken);
+  const fullListsS = Math.round(performance.now() - started) / 1000;
+  read('after full lists');
+  await new Promise((resolve) => setTimeout(resolve, 10_000));
+  read('10 s idle');
+
+  let heap: ReturnType<typeof summariseSnapshot> | undefined;
+  if (options['heap-snapshot'] || readings['after working set ×2']!.rssMb > TARGET_RSS_MB) {
+    log('writing a heap snapshot of the worker');
+    const file = await heapSnapshot(service, snapshotDirectory);
+    if (file) heap = summariseSnapshot(file);
+    else log('no heap snapshot appeared');
+  }
+
+  const rows = Object.entries(readings);
+  const after = readings['after working set ×2']!;
+  const table = [
+    `memory of one worker: ${USERS} users, ${PROJECTS} projects (${DOMAINS} domains), ${USERS} role assignments; PostgreSQL; ${options.compiled ? 'compiled bundle (--compiled)' : 'node --import=tsx src/main.ts'}; node ${process.version}, ${os.availableParallelism()} cores, load ${os.loadavg().map((value) => value.toFixed(2)).join(' ')}`,
+    `seeded in ${(seedMs / 1000).toFixed(1)} s; working set: ${requestsA} requests in ${workingSetS} s (${LOGINS} logins, ${CONCURRENCY} in flight); full lists in ${fullListsS} s (${Object.entries(listed).map(([name, size]) => `${name} ${size}`).join(', ')})`,
+    '',
+    `${'when'.padEnd(24)}  ${'VmRSS MB'.padStart(9)}  ${'VmHWM MB'.padStart(9)}`,
+    ...rows.map(([label, memory]) => `${label.padEnd(24)}  ${memory.rssMb.toFixed(1).padStart(9)}  ${memory.hwmMb.toFixed(1).padStart(9)}`),
+    '',
+    `target ≤ ${TARGET_RSS_MB} MB RSS per worker: after the working set ${after.rssMb} MB → ${after.rssMb <= TARGET_RSS_MB ? 'MET' : 'NOT MET'}; ` +
+      `peak including full lists ${readings['10 s idle']!.hwmMb} MB → ${readings['10 s idle']!.hwmMb <= TARGET_RSS_MB ? 'MET' : 'NOT MET'}`,
+  ];
+  if (heap) {
+    table.push('', `heap snapshot: ${heap.totalMb} MB of objects; largest groups (self size):`);
+    for (const group of heap.top) table.push(`  ${group.mb.toFixed(1).padStart(7)} MB  ${String(group.count).padStart(8)} × ${group.name}`);
+  }
+  if (api.failures.length) table.push('', `!!! ${api.failures.length} failed requests (first ones):`, ...api.failures.map((failure) => `  ${failure}`));
+  process.stdout.write(`\n${table.join('\n')}\n`);
+
+  const file = writeResults(
+    {
+      kind: 'memory',
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      label: process.env.BENCH_LABEL ?? '',
+      machine: { node: process.version, cores: os.availableParallelism(), cpu: os.cpus()[0]?.model, loadavgAfter: os.loadavg() },
+      settings: { compiled: Boolean(options.compiled), users: USERS, projects: PROJECTS, domains: DOMAINS, logins: LOGINS, reads: READS, concurrency: CONCURRENCY, hashCost: HASH_COST, database: DATABASE, service: service.settings },
+      seed: { ms: seedMs, steps: seedTimings, rows: tableSizes },
+      requests: api.requests,
+      failures: api.failures,
+      workingSetS,
+      fullListsS,
+      listed,
+      readings,
+      targetRssMb: TARGET_RSS_MB,
+      heap,
+    },
+    startedAt,
+    'memory-',
+  );
+  process.stdout.write(`\nwrote ${path.relative(process.cwd(), file)}\n`);
+  if (!existsSync(file)) return 2;
+  return api.failures.length ? 1 : 0;
+}
+
+main()
+  .then(async (code) => {
+    await cleanup();
+    process.exit(code);
+  })
+  .catch(async (error: unknown) => {
+    process.stderr.write(`bench:memory failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    await cleanup();
+    process.exit(2);
+  });
