@@ -3,10 +3,12 @@ import type { Migration } from '@mikro-orm/migrations';
 import { Migration20261122000000_initial } from './Migration20261122000000_initial.ts';
 import { Migration20261122010000_application_credentials } from './Migration20261122010000_application_credentials.ts';
 import { Migration20261122020000_uuid_tokens } from './Migration20261122020000_uuid_tokens.ts';
+import { Migration20261123000000_token_keys } from './Migration20261123000000_token_keys.ts';
 
 /** Every migration, in order. The same list runs on PGlite and on PostgreSQL. */
 export const migrations: { name: string; class: Constructor<Migration> }[] = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
   { name: 'Migration20261122010000_application_credentials', class: Migration20261122010000_application_credentials },
   { name: 'Migration20261122020000_uuid_tokens', class: Migration20261122020000_uuid_tokens },
+  { name: 'Migration20261123000000_token_keys', class: Migration20261123000000_token_keys },
 ];

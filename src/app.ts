@@ -21,6 +21,7 @@ import { handleFrameworkError } from './http/errors.ts';
 import { MOUNT_PREFIX } from './http/links.ts';
 import type { GatewayPolicy } from './policy/gateway-policy.ts';
 import { PolicyReloader } from './policy/policy-reloader.ts';
+import { ServiceMetrics } from './metrics/service-metrics.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
 import { IdentityService } from './identity/identity-service.ts';
 import { ApplicationCredentialService } from './identity/application-credential-service.ts';
@@ -30,6 +31,7 @@ import { PolicyIdentityAuthorizer } from './policy/identity-authorizer.ts';
 import { IdentityPolicy } from './policy/identity-policy.ts';
 import { ResourceService } from './resource/resource-service.ts';
 import { embeddedDirectoryOf, Store } from './store/database.ts';
+import { DatabaseFernetKeys, DatabaseJwsKeys, DatabaseKeyStore, type KeyChangeNotices } from './token/database-key-store.ts';
 import { FernetKeyRepository } from './token/fernet-key-repository.ts';
 import { FernetTokenProvider } from './token/fernet-provider.ts';
 import { JwsKeyRepository } from './token/jws-key-repository.ts';
@@ -66,12 +68,20 @@ export interface Application extends IdentityApi {
   close(): Promise<void>;
 }
 
-function createTokenProvider(config: Config, store: Store, log: FastifyBaseLogger): TokenProvider {
+function createTokenProvider(config: Config, store: Store, log: FastifyBaseLogger, notices: KeyChangeNotices): TokenProvider {
+  const fernetFiles = new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys);
+  const jwsFiles = new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys);
+  // KEY_ENCRYPTION_KEY: keys shared by every node through the database (files are only imported once).
+  const databaseKeys = config.keyEncryptionKey ? new DatabaseKeyStore(store, config.keyEncryptionKey) : undefined;
+  const sourceOptions = { reloadIntervalMs: config.keyReloadIntervalMs, notices, log };
   switch (config.tokenProvider) {
     case 'fernet':
-      return new FernetTokenProvider(new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys), log);
+      return new FernetTokenProvider(
+        databaseKeys ? new DatabaseFernetKeys(databaseKeys, config.fernetMaxActiveKeys, { ...sourceOptions, importFrom: fernetFiles }) : fernetFiles,
+        log,
+      );
     case 'jws':
-      return new JwsTokenProvider(new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys), log);
+      return new JwsTokenProvider(databaseKeys ? new DatabaseJwsKeys(databaseKeys, config.jwsMaxActiveKeys, { ...sourceOptions, importFrom: jwsFiles }) : jwsFiles, log);
     case 'uuid':
       log.warn('TOKEN_PROVIDER=uuid is deprecated (Keystone removed it in Rocky): every token is a database row; prefer fernet or jws');
       return new UuidTokenProvider(store);
@@ -121,6 +131,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
   const store = await Store.open({
     databaseUrl: config.databaseUrl,
     embeddedDirectory: options.embeddedDirectory ?? embeddedDirectoryOf(config.dataDir),
+    ...config.database,
   });
   try {
     if (options.migrate !== false) await store.migrate();
@@ -167,7 +178,8 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log) : (options.eventBus ?? new LocalEventBus());
     const sync = new ClusterSync(store, revocations, bus, log);
     sync.start();
-    const tokenProvider = createTokenProvider(config, store, log);
+    if (config.redisUrl && config.revocationPollIntervalMs > 0) sync.pollRevocations(config.revocationPollIntervalMs);
+    const tokenProvider = createTokenProvider(config, store, log, { publish: () => sync.keysChanged(), subscribe: (listener) => sync.onKeysChanged(listener) });
     tokenProvider.onReload(() => sync.invalidate());
     await tokenProvider.start();
     let tokenKeysLoaded = true;
@@ -183,8 +195,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync);
     const catalog = new CatalogService(store, () => sync.generation);
     // Rate-limit counters and the audit stream share one command connection (pub/sub has its own).
+    // A command Redis does not answer within a second fails: rate limits fall back to this node's counters.
     const redis = config.redisUrl
-      ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: (attempt) => Math.min(attempt * 100, 1000) })
+      ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, commandTimeout: 1000, retryStrategy: (attempt) => Math.min(attempt * 100, 1000) })
       : undefined;
     redis?.on('error', () => {});
     // Audit lines are kept whatever LOG_LEVEL hides (only 'silent' silences them).
@@ -197,12 +210,17 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
+    // GET /metrics; nothing is recorded when METRICS_ALLOWED_NETWORKS is empty (no one could read it).
+    const metrics = config.metricsAllowedNetworks.length > 0 ? new ServiceMetrics() : undefined;
+    // One counter object for every gateway policy a reload builds, so hits and misses carry over.
+    const decisionCacheStats = { hits: 0, misses: 0 };
     const policyReloader = new PolicyReloader({
       directory: config.policyDirectory,
       onSwap: (next) => {
         policy = next;
       },
       log,
+      policyOptions: { decisionCacheStats },
     });
     // onSwap runs only after start(), by which time `policy` holds the initial load.
     let policy: GatewayPolicy = await policyReloader.loadInitial();
@@ -233,6 +251,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         responseTimeoutMs: config.upstreamResponseTimeoutMs,
         bodyTimeoutMs: config.upstreamResponseTimeoutMs,
         connectionsPerUpstream: config.upstreamConnections,
+        circuit: { failureThreshold: config.upstreamCircuitFailures, openMs: config.upstreamCircuitOpenMs },
       },
       log,
       () => sync.generation,
@@ -249,8 +268,22 @@ export async function buildApplication(config: Config, options: BuildOptions = {
             { service: record.service ?? '', method: record.method, path: record.path, status: record.status ?? 0, reason: record.reason ?? '', rule: record.rule, tokenAuditId: record.audit_id },
           ),
       },
+      { clock, ...(metrics ? { instruments: metrics } : {}) },
     );
     gateway = activeGateway;
+    metrics?.attach({
+      tokenValidations: () => tokens.validationStats,
+      caches: () => [
+        ['token_validation', { hits: tokens.validationStats.cacheHits, misses: tokens.validationStats.cacheMisses }],
+        ['policy_decision', decisionCacheStats],
+        ['catalog', catalog.cacheStats],
+      ],
+      policyReloads: () => [
+        ['gateway', policyReloader.reloadCounts],
+        ['identity', identityPolicyReloader.reloadCounts],
+      ],
+      circuits: () => activeGateway.circuitStates(),
+    });
 
     const api: IdentityApi = {
       config,
@@ -267,6 +300,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       audit,
       loginThrottle,
       clientAddress,
+      ...(metrics ? { metrics } : {}),
     };
     const routes = registerIdentityApi(server, api, {
       draining: () => draining,
@@ -275,8 +309,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
           await store.ping();
           return true;
         },
-        // Keys and policies load before the server starts; a failed reload keeps the loaded ones.
-        token_keys: () => tokenKeysLoaded,
+        // Keys and policies load before the server starts; a failed reload keeps the loaded ones
+        // (a failed token key reload still reports not ready, until a reload succeeds).
+        token_keys: () => tokenKeysLoaded && tokenProvider.keysReady,
         gateway_policy: () => policy !== undefined,
         identity_policy: () => identityPolicy !== undefined,
       },
@@ -306,6 +341,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
           clearInterval(closeIdle);
         }
         await activeGateway.close();
+        metrics?.close();
         await sync.close();
         redis?.disconnect();
         await store.close();

@@ -1,3 +1,9 @@
+/** Lookups a cache answered and missed: plain fields, read by metrics, shareable by caches that replace each other. */
+export interface CacheStats {
+  hits: number;
+  misses: number;
+}
+
 /**
  * A bounded least-recently-used map whose entries belong to a generation: an entry from an older
  * generation is a miss. Bumping the generation (any committed write, here or on another node)
@@ -9,15 +15,21 @@ export class GenerationCache<K, V> {
   constructor(
     private readonly capacity: number,
     private readonly currentGeneration: () => number,
+    readonly stats: CacheStats = { hits: 0, misses: 0 },
   ) {}
 
   get(key: K): V | undefined {
     const entry = this.entries.get(key);
-    if (!entry) return undefined;
-    if (entry.generation !== this.currentGeneration()) {
-      this.entries.delete(key);
+    if (!entry) {
+      this.stats.misses++;
       return undefined;
     }
+    if (entry.generation !== this.currentGeneration()) {
+      // Kept (until replaced or evicted) as the last known value: see lastKnown().
+      this.stats.misses++;
+      return undefined;
+    }
+    this.stats.hits++;
     // Re-insert to mark it most recently used.
     this.entries.delete(key);
     this.entries.set(key, entry);
@@ -34,6 +46,14 @@ export class GenerationCache<K, V> {
 
   delete(key: K): void {
     this.entries.delete(key);
+  }
+
+  /**
+   * The value stored for `key` whatever its generation, without touching its recency: the last
+   * known answer, for when the source cannot be asked (the database is unreachable).
+   */
+  lastKnown(key: K): V | undefined {
+    return this.entries.get(key)?.value;
   }
 
   /** The generation now; pass it to set() for a value computed from now on. */

@@ -1,5 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { ClusterMessage, EventBus } from './events/event-bus.ts';
+import { PrimaryMetricsRelay } from './metrics/cluster-metrics.ts';
 
 interface Log {
   info(object: object, message: string): void;
@@ -14,7 +15,7 @@ interface EventEnvelope {
 
 function isEventEnvelope(value: unknown): value is EventEnvelope {
   const message = (value as Partial<EventEnvelope> | null)?.keystoneGatewayEvent;
-  return typeof message === 'object' && message !== null && (message.type === 'changed' || message.type === 'revoked');
+  return typeof message === 'object' && message !== null && (message.type === 'changed' || message.type === 'revoked' || message.type === 'keys-changed');
 }
 
 /**
@@ -93,6 +94,7 @@ export class WorkerSupervisor {
   private readonly pendingRestarts = new Set<NodeJS.Timeout>();
   private readonly backoff: RestartBackoff;
   private abortStart: ((error: Error) => void) | undefined;
+  private readonly metrics = new PrimaryMetricsRelay();
 
   constructor(private readonly options: SupervisorOptions) {
     this.backoff = options.backoff ?? new RestartBackoff();
@@ -153,6 +155,8 @@ export class WorkerSupervisor {
   }
 
   private relay(sender: Worker, message: unknown): void {
+    // A scrape of GET /metrics on one worker gathers every worker's metrics.
+    if (this.metrics.handle(sender, message, this.exits.keys())) return;
     if (!isEventEnvelope(message)) return;
     for (const worker of this.exits.keys()) {
       if (worker !== sender && worker.isConnected()) worker.send(message, () => {});

@@ -11,6 +11,10 @@ export interface Config {
   /** True when PUBLIC_URL was given: links then ignore the request's Host header. */
   publicUrlFixed: boolean;
   databaseUrl: string | undefined;
+  /** Bounds on waiting for PostgreSQL (DATABASE_*_TIMEOUT_MS): past them a request fails with 503. */
+  database: { connectTimeoutMs: number; acquireTimeoutMs: number; queryTimeoutMs: number };
+  /** With Redis: how often each process also reads new revocation events from the database (0: never). */
+  revocationPollIntervalMs: number;
   dataDir: string;
   redisUrl: string | undefined;
   adminPassword: string | undefined;
@@ -20,6 +24,10 @@ export interface Config {
   tokenProvider: 'fernet' | 'jws' | 'uuid';
   jwsKeyRepository: string;
   jwsMaxActiveKeys: number;
+  /** KEY_ENCRYPTION_KEY (32 bytes): when set, token keys live in the database, encrypted with it, not in files. */
+  keyEncryptionKey: Buffer | undefined;
+  /** How often a node checks the database's token key generation (KEY_ENCRYPTION_KEY set). */
+  keyReloadIntervalMs: number;
   passwordHashRounds: number;
   /** Key of the application-credential secret hashes; generated into DATA_DIR when unset. */
   secretPepper: string | undefined;
@@ -31,6 +39,11 @@ export interface Config {
   upstreamConnectTimeoutMs: number;
   upstreamResponseTimeoutMs: number;
   upstreamConnections: number;
+  /** Consecutive connection failures/timeouts that open an upstream's circuit (0: off), and for how long. */
+  upstreamCircuitFailures: number;
+  upstreamCircuitOpenMs: number;
+  /** Socket peer addresses/CIDRs allowed to read GET /metrics; empty: the route does not exist. */
+  metricsAllowedNetworks: string[];
   serviceTokenRoles: string[];
   gatewayServiceCatalogHeader: boolean;
   policyDirectory: string;
@@ -121,6 +134,17 @@ function pepper(env: Environment): string | undefined {
   return value;
 }
 
+/** 32 bytes in base64 or base64url (e.g. openssl rand -base64 32); never echoed in the message. */
+function keyEncryptionKey(env: Environment): Buffer | undefined {
+  const value = env.KEY_ENCRYPTION_KEY?.trim();
+  if (!value) return undefined;
+  const key = /^[A-Za-z0-9+/_-]+={0,2}$/.test(value) ? Buffer.from(value.replace(/-/g, '+').replace(/_/g, '/'), 'base64') : undefined;
+  if (key?.length !== 32) {
+    throw new ConfigError('KEY_ENCRYPTION_KEY must be 32 bytes in base64 or base64url (e.g. openssl rand -base64 32)');
+  }
+  return key;
+}
+
 /** An integer setting that is off when unset. */
 function optionalInteger(env: Environment, name: string, min: number, max: number): number | undefined {
   const raw = env[name];
@@ -159,16 +183,16 @@ function securityCompliance(env: Environment): SecurityCompliance {
   };
 }
 
-/** Comma-separated IPv4/IPv6 addresses and CIDR blocks. */
-function trustedProxies(env: Environment): string[] {
-  const entries = (env.TRUSTED_PROXIES ?? '').split(',').map((entry) => entry.trim()).filter(Boolean);
+/** Comma-separated IPv4/IPv6 addresses and CIDR blocks; `fallback` when unset (set but empty: none). */
+function networks(env: Environment, name: string, fallback = ''): string[] {
+  const entries = (env[name] ?? fallback).split(',').map((entry) => entry.trim()).filter(Boolean);
   for (const entry of entries) {
     const [address, bits, ...rest] = entry.split('/');
     const family = net.isIP(address ?? '');
     const maxBits = family === 4 ? 32 : 128;
     const validBits = bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= maxBits);
     if (!family || rest.length > 0 || !validBits) {
-      throw new ConfigError(`TRUSTED_PROXIES must list IP addresses or CIDR blocks, got '${entry}'`);
+      throw new ConfigError(`${name} must list IP addresses or CIDR blocks, got '${entry}'`);
     }
   }
   return entries;
@@ -203,6 +227,12 @@ export function loadConfig(env: Environment = process.env): Config {
     publicUrl,
     publicUrlFixed: given !== undefined,
     databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    database: {
+      connectTimeoutMs: integer(env, 'DATABASE_CONNECT_TIMEOUT_MS', 3000, 100, 600_000),
+      acquireTimeoutMs: integer(env, 'DATABASE_ACQUIRE_TIMEOUT_MS', 5000, 100, 600_000),
+      queryTimeoutMs: integer(env, 'DATABASE_QUERY_TIMEOUT_MS', 5000, 0, 3_600_000),
+    },
+    revocationPollIntervalMs: integer(env, 'REVOCATION_POLL_INTERVAL_MS', 2000, 0, 3_600_000),
     dataDir,
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     adminPassword,
@@ -212,6 +242,8 @@ export function loadConfig(env: Environment = process.env): Config {
     tokenProvider: tokenProvider(env),
     jwsKeyRepository: path.resolve(env.JWS_KEY_REPOSITORY || path.join(dataDir, 'jws-keys')),
     jwsMaxActiveKeys: integer(env, 'JWS_MAX_ACTIVE_KEYS', 3, 1, 100),
+    keyEncryptionKey: keyEncryptionKey(env),
+    keyReloadIntervalMs: integer(env, 'KEY_RELOAD_INTERVAL_MS', 5000, 10, 3_600_000),
     passwordHashRounds: integer(env, 'PASSWORD_HASH_ROUNDS', 12, 4, 31),
     secretPepper: pepper(env),
     logLevel,
@@ -222,6 +254,9 @@ export function loadConfig(env: Environment = process.env): Config {
     upstreamConnectTimeoutMs: integer(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', 5_000, 100, 600_000),
     upstreamResponseTimeoutMs: integer(env, 'UPSTREAM_RESPONSE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     upstreamConnections: integer(env, 'UPSTREAM_CONNECTIONS', 128, 1, 10_000),
+    upstreamCircuitFailures: integer(env, 'UPSTREAM_CIRCUIT_FAILURES', 5, 0, 1_000_000),
+    upstreamCircuitOpenMs: integer(env, 'UPSTREAM_CIRCUIT_OPEN_MS', 10_000, 100, 3_600_000),
+    metricsAllowedNetworks: networks(env, 'METRICS_ALLOWED_NETWORKS', '127.0.0.0/8,::1'),
     serviceTokenRoles: (env.SERVICE_TOKEN_ROLES || 'service').split(',').map((role) => role.trim()).filter(Boolean),
     gatewayServiceCatalogHeader: booleanSetting(env, 'GATEWAY_SERVICE_CATALOG_HEADER', false),
     policyDirectory: path.resolve(env.POLICY_DIR || path.join(projectRoot, 'policies')),
@@ -233,7 +268,7 @@ export function loadConfig(env: Environment = process.env): Config {
       perUser: integer(env, 'AUTH_RATE_LIMIT_PER_USER', 10, 0, 1_000_000),
       windowSeconds: integer(env, 'AUTH_RATE_LIMIT_WINDOW', 60, 1, 86_400),
     },
-    trustedProxies: trustedProxies(env),
+    trustedProxies: networks(env, 'TRUSTED_PROXIES'),
     rateLimitKeyPrefix: env.RATE_LIMIT_KEY_PREFIX || 'keystone-gateway:ratelimit:',
     auditStream: env.AUDIT_STREAM || 'keystone-gateway:audit',
     auditStreamMaxLength: integer(env, 'AUDIT_STREAM_MAX_LENGTH', 100_000, 1, 100_000_000),

@@ -174,3 +174,49 @@ t.test('workers and shutdown', async (t) => {
     t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${Object.values(environment)[0]}`);
   }
 });
+
+t.test('KEY_ENCRYPTION_KEY: 32 bytes in base64 or base64url, never echoed when wrong', async (t) => {
+  const defaults = loadConfig({});
+  t.equal(defaults.keyEncryptionKey, undefined, 'unset: keys stay in files');
+  t.equal(defaults.keyReloadIntervalMs, 5000);
+  const key = Buffer.from(Array.from({ length: 32 }, (_, index) => 250 - index));
+  for (const text of [key.toString('base64'), key.toString('base64url'), `${key.toString('base64')}\n`]) {
+    t.same(loadConfig({ KEY_ENCRYPTION_KEY: text }).keyEncryptionKey, key, JSON.stringify(text));
+  }
+  t.equal(loadConfig({ KEY_ENCRYPTION_KEY: '' }).keyEncryptionKey, undefined);
+  for (const bad of [key.subarray(0, 31).toString('base64'), Buffer.concat([key, key]).toString('base64'), 'not base64 at all!', key.toString('hex')]) {
+    const error = t.throws(() => loadConfig({ KEY_ENCRYPTION_KEY: bad }), ConfigError) as Error;
+    t.match(error.message, /^KEY_ENCRYPTION_KEY must be 32 bytes/);
+    t.notMatch(error.message, bad);
+  }
+  t.equal(loadConfig({ KEY_RELOAD_INTERVAL_MS: '250' }).keyReloadIntervalMs, 250);
+  t.throws(() => loadConfig({ KEY_RELOAD_INTERVAL_MS: '0' }), { name: 'ConfigError', message: /KEY_RELOAD_INTERVAL_MS/ });
+});
+
+t.test('upstream circuits and metrics access', async (t) => {
+  const defaults = loadConfig({});
+  t.equal(defaults.upstreamCircuitFailures, 5);
+  t.equal(defaults.upstreamCircuitOpenMs, 10_000);
+  t.same(defaults.metricsAllowedNetworks, ['127.0.0.0/8', '::1'], 'loopback only by default');
+  t.match(loadConfig({ UPSTREAM_CIRCUIT_FAILURES: '0', UPSTREAM_CIRCUIT_OPEN_MS: '2500' }), { upstreamCircuitFailures: 0, upstreamCircuitOpenMs: 2500 });
+  t.same(loadConfig({ METRICS_ALLOWED_NETWORKS: '10.0.0.0/8, fd00::/8' }).metricsAllowedNetworks, ['10.0.0.0/8', 'fd00::/8']);
+  t.same(loadConfig({ METRICS_ALLOWED_NETWORKS: '' }).metricsAllowedNetworks, [], 'set but empty: no /metrics');
+  for (const environment of [{ UPSTREAM_CIRCUIT_FAILURES: '-1' }, { UPSTREAM_CIRCUIT_OPEN_MS: '10' }, { METRICS_ALLOWED_NETWORKS: 'prometheus.internal' }, { METRICS_ALLOWED_NETWORKS: '::1/129' }]) {
+    const name = Object.keys(environment)[0]!;
+    t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${Object.values(environment)[0]}`);
+  }
+});
+
+t.test('database bounds and revocation polling', async (t) => {
+  const defaults = loadConfig({});
+  t.same(defaults.database, { connectTimeoutMs: 3000, acquireTimeoutMs: 5000, queryTimeoutMs: 5000 });
+  t.equal(defaults.revocationPollIntervalMs, 2000);
+  t.match(
+    loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '1000', DATABASE_ACQUIRE_TIMEOUT_MS: '1500', DATABASE_QUERY_TIMEOUT_MS: '0', REVOCATION_POLL_INTERVAL_MS: '0' }),
+    { database: { connectTimeoutMs: 1000, acquireTimeoutMs: 1500, queryTimeoutMs: 0 }, revocationPollIntervalMs: 0 },
+  );
+  for (const environment of [{ DATABASE_CONNECT_TIMEOUT_MS: '0' }, { DATABASE_ACQUIRE_TIMEOUT_MS: 'soon' }, { DATABASE_QUERY_TIMEOUT_MS: '-5' }, { REVOCATION_POLL_INTERVAL_MS: '1.5' }]) {
+    const name = Object.keys(environment)[0]!;
+    t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${Object.values(environment)[0]}`);
+  }
+});

@@ -1,4 +1,4 @@
-import { GenerationCache } from '../cache.ts';
+import { GenerationCache, type CacheStats } from '../cache.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
 import { newId } from '../ids.ts';
 import type { EntityManager, Store } from '../store/database.ts';
@@ -12,6 +12,7 @@ import {
   type ServiceRow,
 } from '../store/entities.ts';
 import { isUniqueViolation } from '../store/filters.ts';
+import { isDatabaseUnreachable } from '../store/unavailable.ts';
 
 export type Region = RegionRow;
 export type Service = ServiceRow;
@@ -72,6 +73,11 @@ export class CatalogService {
     private readonly generation?: () => number,
   ) {
     this.catalogs = generation ? new GenerationCache(10_000, generation) : undefined;
+  }
+
+  /** Hits and misses of the built-catalog cache (for metrics). */
+  get cacheStats(): Readonly<CacheStats> {
+    return this.catalogs?.stats ?? { hits: 0, misses: 0 };
   }
 
   // ---- regions ---------------------------------------------------------------------------
@@ -298,7 +304,7 @@ export class CatalogService {
   async catalog(substitutions: CatalogSubstitutions): Promise<CatalogEntry[]> {
     const generation = this.generation?.();
     const rows = await this.enabledRows();
-    if (!this.catalogs || generation === undefined) return buildCatalog(rows, substitutions);
+    if (!this.catalogs || generation === undefined || rows.stale) return buildCatalog(rows, substitutions);
     // Only the values the URL templates use tell two catalogs apart (usually none, or the project).
     const key = `${rows.usesProject ? (substitutions.projectId ?? '\u0001') : ''}\u0000${rows.usesUser ? (substitutions.userId ?? '\u0001') : ''}`;
     const cached = this.catalogs.get(key);
@@ -311,18 +317,19 @@ export class CatalogService {
   private enabledRows(): Promise<EnabledRows> {
     const generation = this.generation?.();
     if (generation !== undefined && this.enabled?.generation === generation) return this.enabled.rows;
-    const rows = (async () => {
-      const em = this.store.reader();
-      const services = await em.find(ServiceEntity, { enabled: true }, { orderBy: { type: 'asc', id: 'asc' } });
-      const endpoints = await em.find(EndpointEntity, { enabled: true }, { orderBy: { interface: 'asc', id: 'asc' } });
-      const templates = endpoints.flatMap((endpoint) => [...endpoint.url.matchAll(TEMPLATE)].map((match) => match[1]));
-      return {
-        services,
-        endpoints,
-        usesProject: templates.some((name) => name === 'project_id' || name === 'tenant_id'),
-        usesUser: templates.some((name) => name === 'user_id'),
-      };
-    })();
+    const rows = this.readEnabledRows().then(
+      (read) => {
+        this.lastEnabledRows = read;
+        return read;
+      },
+      (error: unknown) => {
+        // The database is unreachable: token bodies keep the last catalog read rather than fail, and
+        // nothing built from it is kept (the next call reads again).
+        if (!this.lastEnabledRows || !isDatabaseUnreachable(error)) throw error;
+        if (this.enabled?.rows === rows) this.enabled = undefined;
+        return { ...this.lastEnabledRows, stale: true };
+      },
+    );
     if (generation !== undefined) {
       this.enabled = { generation, rows };
       // A failed read is not kept: the next call tries again.
@@ -332,6 +339,22 @@ export class CatalogService {
     }
     return rows;
   }
+
+  /** The last catalog rows read from the database. */
+  private lastEnabledRows: EnabledRows | undefined;
+
+  private async readEnabledRows(): Promise<EnabledRows> {
+    const em = this.store.reader();
+    const services = await em.find(ServiceEntity, { enabled: true }, { orderBy: { type: 'asc', id: 'asc' } });
+    const endpoints = await em.find(EndpointEntity, { enabled: true }, { orderBy: { interface: 'asc', id: 'asc' } });
+    const templates = endpoints.flatMap((endpoint) => [...endpoint.url.matchAll(TEMPLATE)].map((match) => match[1]));
+    return {
+      services,
+      endpoints,
+      usesProject: templates.some((name) => name === 'project_id' || name === 'tenant_id'),
+      usesUser: templates.some((name) => name === 'user_id'),
+    };
+  }
 }
 
 interface EnabledRows {
@@ -340,6 +363,8 @@ interface EnabledRows {
   /** Whether any URL has $(project_id)s / $(tenant_id)s, or $(user_id)s. */
   usesProject: boolean;
   usesUser: boolean;
+  /** The last rows read, returned while the database is unreachable. */
+  stale?: boolean;
 }
 
 const TEMPLATE = /\$\((\w+)\)s/g;

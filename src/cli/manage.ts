@@ -20,6 +20,9 @@ Commands (configuration comes from the same environment variables as the service
   fernet_rotate   rotate the Fernet keys, keeping FERNET_MAX_ACTIVE_KEYS
   jws_setup       create the JWS (ES256) key pair in JWS_KEY_REPOSITORY if there is none
   jws_rotate      add a new JWS key pair, keeping JWS_MAX_ACTIVE_KEYS public keys
+                  (with KEY_ENCRYPTION_KEY the four key commands work on the database's keys,
+                  and running nodes reload them: at once with REDIS_URL, else within
+                  KEY_RELOAD_INTERVAL_MS)
   policy test [DIR]
                   load the gateway policy in DIR (default POLICY_DIR, else ./policies) and the
                   identity policy (DIR/identity, default IDENTITY_POLICY_DIR), and run their
@@ -82,6 +85,7 @@ const commands: Record<string, Command> = {
     }
   },
   async fernet_setup(config) {
+    if (config.keyEncryptionKey) return databaseKeys(config, 'fernet', 'setup');
     const repository = new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys);
     if (repository.exists()) {
       console.log(`${config.fernetKeyRepository} already has keys; nothing to do`);
@@ -91,6 +95,7 @@ const commands: Record<string, Command> = {
     console.log(`created Fernet keys in ${config.fernetKeyRepository}`);
   },
   async fernet_rotate(config) {
+    if (config.keyEncryptionKey) return databaseKeys(config, 'fernet', 'rotate');
     const repository = new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys);
     if (!repository.exists()) {
       throw new ConfigError(`${config.fernetKeyRepository} has no keys: run fernet_setup first`);
@@ -99,6 +104,7 @@ const commands: Record<string, Command> = {
     console.log(`rotated Fernet keys in ${config.fernetKeyRepository}; running services pick them up without a restart`);
   },
   async jws_setup(config) {
+    if (config.keyEncryptionKey) return databaseKeys(config, 'jws', 'setup');
     const { JwsKeyRepository } = await import('../token/jws-key-repository.ts');
     const repository = new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys);
     if (repository.exists()) {
@@ -109,6 +115,7 @@ const commands: Record<string, Command> = {
     console.log(`created a JWS key pair in ${config.jwsKeyRepository}`);
   },
   async jws_rotate(config) {
+    if (config.keyEncryptionKey) return databaseKeys(config, 'jws', 'rotate');
     const { JwsKeyRepository } = await import('../token/jws-key-repository.ts');
     const repository = new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys);
     if (!repository.exists()) throw new ConfigError(`${config.jwsKeyRepository} has no keys: run jws_setup first`);
@@ -126,6 +133,55 @@ const commands: Record<string, Command> = {
     throw new UsageError(subcommand ? `unknown policy command '${subcommand}'` : 'missing policy command (test or explain)', POLICY_USAGE);
   },
 };
+
+/**
+ * fernet_setup/rotate and jws_setup/rotate on the database's keys (KEY_ENCRYPTION_KEY): one locked
+ * transaction each, then a notice to the running nodes over Redis when REDIS_URL is set.
+ */
+async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 'setup' | 'rotate'): Promise<void> {
+  if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const { embeddedDirectoryOf, Store } = await import('../store/database.ts');
+  const { DatabaseFernetKeys, DatabaseJwsKeys, DatabaseKeyStore, DatabaseKeyStoreError } = await import('../token/database-key-store.ts');
+  const { JwsKeyRepository } = await import('../token/jws-key-repository.ts');
+  const store = await Store.open({ databaseUrl: config.databaseUrl, embeddedDirectory: embeddedDirectoryOf(config.dataDir), poolSize: 2 });
+  try {
+    await store.migrate();
+    const keys = new DatabaseKeyStore(store, config.keyEncryptionKey!);
+    const options = { reloadIntervalMs: config.keyReloadIntervalMs };
+    const source =
+      provider === 'fernet'
+        ? new DatabaseFernetKeys(keys, config.fernetMaxActiveKeys, { ...options, importFrom: new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys) })
+        : new DatabaseJwsKeys(keys, config.jwsMaxActiveKeys, { ...options, importFrom: new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys) });
+    if (action === 'setup') {
+      const outcome = await source.setup();
+      if (outcome === 'present') {
+        // Decrypting proves KEY_ENCRYPTION_KEY is the one the keys were stored with.
+        await source.load();
+        console.log(`the database already has ${provider} keys; nothing to do`);
+        return;
+      }
+      const files = provider === 'fernet' ? config.fernetKeyRepository : config.jwsKeyRepository;
+      console.log(outcome === 'imported' ? `imported the ${provider} keys of ${files} into the database` : `created ${provider} keys in the database`);
+    } else {
+      if (!(await source.exists())) throw new ConfigError(`the database has no ${provider} keys: run ${provider}_setup first`);
+      await source.rotate();
+      console.log(`rotated the ${provider} keys in the database`);
+    }
+  } catch (error) {
+    // Keys the operator must repair (no staged key, a malformed key): a message, not a stack.
+    if (error instanceof DatabaseKeyStoreError) throw new ConfigError(error.message);
+    throw error;
+  } finally {
+    await store.close();
+  }
+  if (!config.redisUrl) {
+    console.log(`running services load them within KEY_RELOAD_INTERVAL_MS (${config.keyReloadIntervalMs} ms), without a restart`);
+    return;
+  }
+  const { publishOnce } = await import('../events/event-bus.ts');
+  if (await publishOnce(config.redisUrl, { type: 'keys-changed' })) console.log('told the running services over Redis; they reload the keys now');
+  else console.log(`could not reach Redis: running services load the keys within KEY_RELOAD_INTERVAL_MS (${config.keyReloadIntervalMs} ms)`);
+}
 
 /** `policy test [DIR]`: one line per failing fixture, then "N passed, M failed". */
 async function policyTest(config: Config, args: string[]): Promise<number> {

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 
-/** What nodes tell each other: a revocation event (by database id), or "data changed". */
-export type ClusterMessage = { type: 'revoked'; eventId: number } | { type: 'changed' };
+/** What nodes tell each other: a revocation event (by database id), "data changed", or "token keys changed in the database". */
+export type ClusterMessage = { type: 'revoked'; eventId: number } | { type: 'changed' } | { type: 'keys-changed' };
 
 export interface EventBus {
   /** True when messages from other nodes are known to arrive (always true for a single node). */
@@ -27,6 +27,24 @@ interface Logger {
 }
 
 const CHANNEL = 'keystone-gateway:events';
+
+/**
+ * One message to every node, from a process that is no node (the manage CLI after a key rotation).
+ * False when Redis did not take it; the nodes' polling catches up then.
+ */
+export async function publishOnce(url: string, message: ClusterMessage): Promise<boolean> {
+  const redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: () => null });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+    await redis.publish(CHANNEL, JSON.stringify({ ...message, node: randomUUID() }));
+    return true;
+  } catch {
+    return false;
+  } finally {
+    redis.disconnect();
+  }
+}
 
 /** Redis pub/sub between the nodes that share a database. */
 export class RedisEventBus implements EventBus {
@@ -96,5 +114,6 @@ export class RedisEventBus implements EventBus {
     if (!parsed || parsed.node === this.node) return;
     if (parsed.type === 'revoked' && Number.isInteger(parsed.eventId)) this.handlers?.message({ type: 'revoked', eventId: parsed.eventId });
     else if (parsed.type === 'changed') this.handlers?.message({ type: 'changed' });
+    else if (parsed.type === 'keys-changed') this.handlers?.message({ type: 'keys-changed' });
   }
 }

@@ -95,6 +95,14 @@ export class Revocations {
     return added;
   }
 
+  /** Transactions (their entity managers) that recorded an event: the id of the last one. */
+  private readonly recordedIn = new WeakMap<EntityManager, number>();
+
+  /** The id of an event `transaction` recorded, if it recorded any. */
+  eventRecordedIn(transaction: EntityManager): number | undefined {
+    return this.recordedIn.get(transaction);
+  }
+
   /** Writes an event in the given transaction; issued_before and revoked_at default to now. */
   async record(em: EntityManager, attributes: Omit<RevocationEvent, 'issuedBefore' | 'revokedAt'>): Promise<RevocationEvent> {
     const now = wholeSeconds(this.clock.now());
@@ -115,6 +123,7 @@ export class Revocations {
     });
     await em.flush();
     event.id = row.id;
+    this.recordedIn.set(em, row.id);
     this.index(event);
     return event;
   }

@@ -11,7 +11,12 @@ export interface ForwarderOptions {
   connectionsPerUpstream: number;
 }
 
-export type ForwardFailure = { kind: 'unreachable' | 'timeout'; detail: string };
+/**
+ * Why no upstream answer came: 'connect' (refused, reset, unresolvable: 502), 'timeout' (connecting
+ * or the response headers took too long: 504), 'aborted' (the client broke off its request body; says
+ * nothing about the upstream).
+ */
+export type ForwardFailure = { kind: 'connect' | 'timeout' | 'aborted'; detail: string };
 
 export interface ForwardResult {
   status: number;
@@ -48,7 +53,7 @@ export class Forwarder {
         bodyTimeout: this.options.bodyTimeoutMs,
       });
     } catch (error) {
-      return { status: 0, failure: classify(error) };
+      return { status: 0, failure: classify(error, request) };
     }
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(upstream.headers)) {
@@ -87,9 +92,9 @@ export class Forwarder {
   }
 }
 
-function classify(error: unknown): ForwardFailure {
-  if (error instanceof undiciErrors.ConnectTimeoutError || error instanceof undiciErrors.HeadersTimeoutError) {
-    return { kind: 'timeout', detail: (error as Error).message };
-  }
-  return { kind: 'unreachable', detail: error instanceof Error ? error.message : String(error) };
+function classify(error: unknown, request: IncomingMessage): ForwardFailure {
+  const detail = error instanceof Error ? error.message : String(error);
+  if (error instanceof undiciErrors.ConnectTimeoutError || error instanceof undiciErrors.HeadersTimeoutError) return { kind: 'timeout', detail };
+  if (request.destroyed && !request.complete) return { kind: 'aborted', detail };
+  return { kind: 'connect', detail };
 }

@@ -3,13 +3,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { STATUS_CODES } from 'node:http';
 import { GenerationCache } from '../cache.ts';
 import type { CatalogService } from '../catalog/catalog-service.ts';
+import { systemClock, type Clock } from '../clock.ts';
 import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../errors.ts';
-import { statusOf } from '../http/errors.ts';
+import { serviceErrorOf, statusOf } from '../http/errors.ts';
 import type { GatewayExplainer, GatewayExplainRequest, GatewayExplanation, PolicySubject } from '../policy/gateway-explain.ts';
 import type { GatewayPolicy } from '../policy/gateway-policy.ts';
 import type { TokenContext, TokenService } from '../token/token-service.ts';
 import { accessRulesAllow } from './access-rules.ts';
-import { Forwarder, type ForwarderOptions } from './forwarder.ts';
+import { UpstreamCircuits, type CircuitOptions, type CircuitState } from './circuit-breaker.ts';
+import { Forwarder, type ForwarderOptions, type ForwardResult } from './forwarder.ts';
 import { forwardableHeaders, identityHeaders, type HeaderMap } from './identity-headers.ts';
 import { canonicalizeTarget, type CanonicalTarget } from './path.ts';
 import { joinPath, type Upstream, type UpstreamDirectory } from './upstreams.ts';
@@ -25,11 +27,26 @@ export interface GatewayOptions extends ForwarderOptions {
   serviceTokenRoles: readonly string[];
   /** Send X-Service-Catalog (v2 shape) upstream, as keystonemiddleware does by default. */
   serviceCatalogHeader: boolean;
+  /** Per-upstream circuit breaker (UPSTREAM_CIRCUIT_*). */
+  circuit: CircuitOptions;
 }
 
 interface Logger {
   info(object: object, message: string): void;
+  warn(object: object, message: string): void;
   error(object: object, message: string): void;
+}
+
+/** How a proxied request ended, for metrics: the gateway's own decision, else 'error' (400, 404, 405, 5xx before forwarding). */
+export type GatewayDecision = 'allowed' | 'denied' | 'unauthenticated' | 'error';
+
+export type UpstreamErrorKind = 'connect' | 'timeout' | 'circuit_open';
+
+/** Receives one call per proxied request (on the hot path: must be a few increments) and per upstream failure. */
+export interface GatewayInstruments {
+  /** `service` is a service type with an internal endpoint, or 'unknown' (client-chosen strings never become labels). */
+  request(service: string, method: string, decision: GatewayDecision, status: number, seconds: number): void;
+  upstreamError(service: string, kind: UpstreamErrorKind): void;
 }
 
 /** Receives the refusals (401, 403) the gateway decides, as security events. */
@@ -39,6 +56,7 @@ export interface GatewayDenialSink {
 
 const METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const DENIED = 'You are not authorized to perform the requested action.';
+const CIRCUIT_OPEN = 'The service behind the gateway is unavailable after repeated connection failures; retry later.';
 
 /** One proxied request's audit record: never the token itself. */
 export interface AuditRecord {
@@ -76,6 +94,8 @@ export class Gateway implements GatewayExplainer {
   private readonly catalogHeaders: GenerationCache<string, string>;
   private readonly identityHeaderCache = new WeakMap<TokenContext, HeaderMap>();
   private readonly subjectCache = new WeakMap<TokenContext, PolicySubject>();
+  private readonly circuits: UpstreamCircuits;
+  private readonly instruments: GatewayInstruments | undefined;
 
   constructor(
     private readonly tokens: TokenService,
@@ -86,9 +106,17 @@ export class Gateway implements GatewayExplainer {
     private readonly log: Logger,
     generation: () => number,
     private readonly denials?: GatewayDenialSink,
+    observers: { clock?: Clock; instruments?: GatewayInstruments } = {},
   ) {
     this.forwarder = new Forwarder(options);
     this.catalogHeaders = new GenerationCache(10_000, generation);
+    this.circuits = new UpstreamCircuits(options.circuit, observers.clock ?? systemClock, log);
+    this.instruments = observers.instruments;
+  }
+
+  /** Each upstream origin that has had a connection failure, with its circuit's state. */
+  circuitStates(): Iterable<[origin: string, state: CircuitState]> {
+    return this.circuits.states();
   }
 
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -97,18 +125,27 @@ export class Gateway implements GatewayExplainer {
     response.setHeader('x-openstack-request-id', requestId);
     const audit: AuditRecord = { request_id: requestId, method: request.method ?? '', path: '' };
     response.once('close', () => {
+      const elapsed = performance.now() - started;
       audit.status = response.statusCode;
-      audit.latency_ms = Math.round((performance.now() - started) * 1000) / 1000;
+      audit.latency_ms = Math.round(elapsed * 1000) / 1000;
       this.log.info({ audit }, 'gateway');
+      if (this.instruments) {
+        const service = audit.service !== undefined && this.upstreams.known(audit.service) ? audit.service : 'unknown';
+        const decision: GatewayDecision =
+          audit.effect === 'allow' ? 'allowed' : audit.effect === 'deny' ? 'denied' : audit.status === 401 ? 'unauthenticated' : 'error';
+        this.instruments.request(service, audit.method, decision, audit.status, elapsed / 1000);
+      }
       // A 401 with no policy decision, or a policy deny; a 401 or 403 of the service is not ours.
       if (audit.effect === 'deny' || (audit.effect === undefined && audit.status === 401)) this.denials?.denied(request, audit);
     });
     try {
       await this.proxy(request, response, audit, requestId);
     } catch (error) {
-      if (error instanceof ServiceError) {
-        audit.reason ??= error.message;
-        this.fail(request, response, statusOf(error), error.message);
+      // Domain errors, and database failures as 503.
+      const known = serviceErrorOf(error);
+      if (known) {
+        audit.reason ??= known.message;
+        this.fail(request, response, statusOf(known), known.message);
         return;
       }
       audit.reason = 'internal error';
@@ -194,6 +231,47 @@ export class Gateway implements GatewayExplainer {
       throw new ForbiddenError(DENIED);
     }
 
+    // After policy: a caller who may not use the service learns nothing of its health.
+    const admission = this.circuits.admit(upstream.origin);
+    if (!admission.admitted) {
+      audit.reason = 'upstream circuit open';
+      this.instruments?.upstreamError(serviceType, 'circuit_open');
+      response.setHeader('Retry-After', String(admission.retryAfterSeconds));
+      return this.fail(request, response, 502, CIRCUIT_OPEN);
+    }
+    let result: ForwardResult | undefined;
+    try {
+      result = await this.forwardTo(request, response, upstream, serviceType, target, rest, requestId, user, service);
+    } finally {
+      // A trial that threw before learning anything must not hold the half-open circuit forever.
+      if (result === undefined) this.circuits.released(upstream.origin, admission);
+    }
+    if (!result.failure) {
+      this.circuits.succeeded(upstream.origin, admission);
+      return;
+    }
+    audit.reason = `upstream ${result.failure.kind}: ${result.failure.detail}`;
+    if (result.failure.kind === 'aborted') this.circuits.released(upstream.origin, admission);
+    else {
+      this.circuits.failed(upstream.origin, admission, audit.reason);
+      this.instruments?.upstreamError(serviceType, result.failure.kind);
+    }
+    return result.failure.kind === 'timeout'
+      ? this.fail(request, response, 504, 'The service behind the gateway did not answer in time.')
+      : this.fail(request, response, 502, 'The service behind the gateway could not be reached.');
+  }
+
+  private async forwardTo(
+    request: IncomingMessage,
+    response: ServerResponse,
+    upstream: Upstream,
+    serviceType: string,
+    target: CanonicalTarget,
+    rest: { encodedPath: string },
+    requestId: string,
+    user: TokenContext,
+    service: TokenContext | undefined,
+  ): Promise<ForwardResult> {
     const publicBase = this.publicBase(request);
     const headers = forwardableHeaders(request.headers);
     Object.assign(headers, this.identityHeadersOf(user, service));
@@ -204,15 +282,9 @@ export class Gateway implements GatewayExplainer {
     headers['x-forwarded-host'] = header(request, 'host') ?? '';
     headers['x-openstack-request-id'] = requestId;
     const upstreamPath = joinPath(upstream, rest.encodedPath) + (target.query ? `?${target.query}` : '');
-    const result = await this.forwarder.forward(request, response, { origin: upstream.origin, path: upstreamPath, headers }, (location) =>
+    return this.forwarder.forward(request, response, { origin: upstream.origin, path: upstreamPath, headers }, (location) =>
       rewriteLocation(location, upstream, rest.encodedPath, `${publicBase}/${encodeURIComponent(serviceType)}`),
     );
-    if (result.failure) {
-      audit.reason = `upstream ${result.failure.kind}: ${result.failure.detail}`;
-      return result.failure.kind === 'timeout'
-        ? this.fail(request, response, 504, 'The service behind the gateway did not answer in time.')
-        : this.fail(request, response, 502, 'The service behind the gateway could not be reached.');
-    }
   }
 
   /**

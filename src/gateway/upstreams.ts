@@ -1,4 +1,5 @@
 import type { CatalogService, Endpoint } from '../catalog/catalog-service.ts';
+import { isDatabaseUnreachable } from '../store/unavailable.ts';
 
 /** Where a request for a service goes: the internal endpoint, split for path joining. */
 export interface Upstream {
@@ -36,8 +37,19 @@ export class UpstreamDirectory {
 
   async resolve(serviceType: string): Promise<Upstream | undefined> {
     const generation = this.options.generation();
-    const table = this.table && this.tableGeneration === generation ? this.table : await this.reload(generation);
-    return table.get(serviceType);
+    if (this.table && this.tableGeneration === generation) return this.table.get(serviceType);
+    try {
+      return (await this.reload(generation)).get(serviceType);
+    } catch (error) {
+      // The database is unreachable: keep forwarding by the last table read.
+      if (this.table && isDatabaseUnreachable(error)) return this.table.get(serviceType);
+      throw error;
+    }
+  }
+
+  /** True when the last table read has `serviceType` (no load: for labelling metrics of any request). */
+  known(serviceType: string): boolean {
+    return this.table?.has(serviceType) ?? false;
   }
 
   private reload(generation: number): Promise<Map<string, Upstream>> {

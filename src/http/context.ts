@@ -13,6 +13,7 @@ import type { GatewayExplainer } from '../policy/gateway-explain.ts';
 import type { IdentityAuthorizer } from '../policy/identity-authorizer.ts';
 import type { IdentityTarget } from '../policy/identity-policy.ts';
 import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-service.ts';
+import type { ServiceMetrics } from '../metrics/service-metrics.ts';
 import type { LoginThrottle } from '../token/login-throttle.ts';
 import type { TokenProvider } from '../token/token-provider.ts';
 import type { ClientAddressResolver } from './client-address.ts';
@@ -48,6 +49,8 @@ export interface IdentityApi {
   loginThrottle: LoginThrottle;
   /** The client's address (TRUSTED_PROXIES applied). */
   clientAddress: ClientAddressResolver;
+  /** GET /metrics and the identity API's request counts; absent: neither. */
+  metrics?: ServiceMetrics;
 }
 
 export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;

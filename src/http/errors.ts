@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthenticationError, ServiceError, TooManyRequestsError, type ErrorKind } from '../errors.ts';
+import { databaseUnavailable, databaseUnreachableReason } from '../store/unavailable.ts';
 import { baseUrl } from './links.ts';
 
 /** The one place where domain errors become HTTP statuses (the gateway uses it too). */
@@ -17,6 +18,15 @@ const STATUS_OF: Record<ErrorKind, number> = {
 
 export function statusOf(error: ServiceError): number {
   return STATUS_OF[error.kind];
+}
+
+/**
+ * The domain error `error` is, if any: a ServiceError as thrown, or the 503 UnavailableError for a
+ * failure of the database connection (driver errors are not typed by the services that meet them).
+ */
+export function serviceErrorOf(error: unknown): ServiceError | undefined {
+  if (error instanceof ServiceError) return error;
+  return databaseUnavailable(error);
 }
 
 const INVALID_JSON =
@@ -44,10 +54,12 @@ export function sendError(
 
 /** Fastify error handler: typed domain errors, schema failures and parser errors, never a stack trace. */
 export function handleError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  if (error instanceof ServiceError) {
-    const extra = error instanceof AuthenticationError && error.identity ? { identity: error.identity } : {};
-    if (error instanceof TooManyRequestsError) reply.header('Retry-After', String(error.retryAfterSeconds));
-    return sendError(request, reply, STATUS_OF[error.kind], error.message, extra);
+  const known = serviceErrorOf(error);
+  if (known) {
+    if (known !== error) request.log.warn({ reason: databaseUnreachableReason(error) }, 'database unreachable: answered 503');
+    const extra = known instanceof AuthenticationError && known.identity ? { identity: known.identity } : {};
+    if (known instanceof TooManyRequestsError) reply.header('Retry-After', String(known.retryAfterSeconds));
+    return sendError(request, reply, STATUS_OF[known.kind], known.message, extra);
   }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {

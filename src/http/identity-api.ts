@@ -15,6 +15,7 @@ import { registerDomainRoutes } from './routes/domains.ts';
 import { registerGatewayPolicyRoutes } from './routes/gateway-policy.ts';
 import { registerGroupRoutes } from './routes/groups.ts';
 import { registerHealthRoutes, type ReadinessProbe } from './routes/health.ts';
+import { registerMetricsRoutes, registerRequestMetrics } from './routes/metrics.ts';
 import { registerProjectRoutes } from './routes/projects.ts';
 import { registerRoleRoutes } from './routes/roles.ts';
 import { registerUserRoutes } from './routes/users.ts';
@@ -97,6 +98,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
 
   app.setErrorHandler(handleError);
   registerAuditHooks(app, api);
+  if (api.metrics) registerRequestMetrics(app, api.metrics);
 
   // A mirror of the route table answers "which methods does this path have" for 405 responses.
   const knownRoutes = FindMyWay({ ignoreTrailingSlash: true });
@@ -120,6 +122,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
 
   registerDiscoveryRoutes(app);
   registerHealthRoutes(app, readiness);
+  if (api.metrics) registerMetricsRoutes(app, api.metrics, api.config.metricsAllowedNetworks);
   registerAuthRoutes(app, api);
   registerDomainRoutes(app, api);
   registerProjectRoutes(app, api);

@@ -2,7 +2,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type * as CasbinModule from 'casbin';
 import type { Assertion, Model } from 'casbin';
-import { GenerationCache } from '../cache.ts';
+import { GenerationCache, type CacheStats } from '../cache.ts';
 import {
   casbin,
   isFile,
@@ -72,6 +72,8 @@ export interface PolicyFixtureCase {
 export interface GatewayPolicyOptions {
   /** Bound of the decision cache (entries); 0 disables it. */
   decisionCacheSize?: number;
+  /** Where the decision cache counts hits and misses; pass the same object to every reload so counts carry over. */
+  decisionCacheStats?: CacheStats;
 }
 
 const SCOPES = new Set(['project', 'domain', 'system', '*']);
@@ -167,7 +169,7 @@ export class GatewayPolicy {
     const size = options.decisionCacheSize ?? DEFAULT_CACHE_SIZE;
     this.cacheEnabled = size > 0;
     // One generation for the instance's lifetime: a reload is a new instance.
-    this.decisions = new GenerationCache(Math.max(size, 1), () => 0);
+    this.decisions = new GenerationCache(Math.max(size, 1), () => 0, options.decisionCacheStats);
   }
 
   /** Reads `model.conf` and every `<service_type>.csv` in `directory`; throws PolicyLoadError on any problem. */

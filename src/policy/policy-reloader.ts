@@ -49,6 +49,8 @@ export class PolicyReloader<P extends ReloadablePolicy = GatewayPolicy> {
   private last: P | undefined;
   private readonly load: (directory: string) => Promise<P>;
   private readonly name: string;
+  /** Reloads that swapped the policy, and those rejected (the last good one kept); for metrics. */
+  readonly reloadCounts = { success: 0, failure: 0 };
 
   constructor(private readonly options: PolicyReloaderOptions<P>) {
     this.directory = options.directory;
@@ -116,14 +118,17 @@ export class PolicyReloader<P extends ReloadablePolicy = GatewayPolicy> {
         { directory: this.directory, err: error instanceof Error ? error.message : String(error), failures },
         `${this.name} reload rejected; keeping the last good policy`,
       );
+      this.reloadCounts.failure++;
       return false;
     }
     try {
       this.options.onSwap(policy);
     } catch (error) {
       this.options.log.error({ directory: this.directory, err: error instanceof Error ? error.message : String(error) }, `${this.name} swap failed`);
+      this.reloadCounts.failure++;
       return false;
     }
+    this.reloadCounts.success++;
     this.last = policy;
     this.options.log.info({ directory: this.directory, ...policy.summary() }, `${this.name} reloaded`);
     return true;

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { MikroORM, type Options } from '@mikro-orm/core';
 import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
@@ -15,6 +16,37 @@ export interface StoreOptions {
   /** Where the embedded database lives; 'memory' keeps it in memory (tests). */
   embeddedDirectory?: string | 'memory';
   poolSize?: number;
+  /** Opening a connection (TCP, TLS, authentication) may take this long (PostgreSQL only). */
+  connectTimeoutMs?: number;
+  /** A query waits this long for a free pooled connection, then fails. */
+  acquireTimeoutMs?: number;
+  /** A connection that sent a query and heard nothing back for this long is dropped (PostgreSQL only). */
+  queryTimeoutMs?: number;
+}
+
+/** Defaults of the StoreOptions bounds (config.ts documents them as DATABASE_*_TIMEOUT_MS). */
+export const DATABASE_TIMEOUT_DEFAULTS = { connectTimeoutMs: 3000, acquireTimeoutMs: 5000, queryTimeoutMs: 5000 };
+
+/**
+ * A partition (as opposed to a server that is down) does not end TCP connections: a query sent on
+ * one would wait forever. The socket's idle timer tells: idle is fine for a pooled connection, but
+ * a connection that wrote a query and has read nothing since for `timeoutMs` is destroyed, which
+ * fails the query and makes the pool replace the connection.
+ */
+function dropSilentConnection(client: unknown, timeoutMs: number, paused: () => boolean): void {
+  // pg's Client keeps its socket (the TLS one once encrypted) on connection.stream.
+  const stream = (client as { connection?: { stream?: unknown } } | undefined)?.connection?.stream;
+  if (!(stream instanceof net.Socket) || timeoutMs <= 0) return;
+  let writtenAtLastRead = stream.bytesWritten;
+  stream.on('data', () => {
+    writtenAtLastRead = stream.bytesWritten;
+  });
+  stream.setTimeout(timeoutMs);
+  stream.on('timeout', () => {
+    if (stream.bytesWritten > writtenAtLastRead && !paused()) {
+      stream.destroy(new Error(`database read timeout: no answer from PostgreSQL in ${timeoutMs} ms`));
+    }
+  });
 }
 
 /** The database behind every service: an ORM, a transaction helper and the embedded server if any. */
@@ -23,6 +55,8 @@ export class Store {
     readonly orm: MikroORM<PostgreSqlDriver>,
     private readonly embedded: EmbeddedPostgres | undefined,
     readonly kind: 'postgresql' | 'pglite',
+    /** While set, slow answers are expected (migrations) and connections are not dropped for them. */
+    private readonly slowQueries: { allowed: boolean },
   ) {}
 
   static async open(options: StoreOptions): Promise<Store> {
@@ -32,13 +66,29 @@ export class Store {
       embedded = await startEmbeddedPostgres(options.embeddedDirectory ?? 'memory');
       clientUrl = embedded.url;
     }
+    const slowQueries = { allowed: false };
+    const queryTimeoutMs = options.queryTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.queryTimeoutMs;
     const config: Options<PostgreSqlDriver> = {
       driver: PostgreSqlDriver,
       clientUrl,
       entities: allEntities,
       extensions: [Migrator],
       // PGlite is a single session: more than one connection would interleave transactions.
-      pool: { min: 0, max: embedded ? 1 : (options.poolSize ?? 10), acquireTimeoutMillis: 15_000 },
+      // With PostgreSQL unreachable, a request fails within these bounds (then 503) instead of
+      // waiting; connections that broke are dropped by the pool and new ones opened when it is back.
+      pool: {
+        min: 0,
+        max: embedded ? 1 : (options.poolSize ?? 10),
+        acquireTimeoutMillis: options.acquireTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.acquireTimeoutMs,
+        propagateCreateError: true,
+        afterCreate: (client: unknown, done: (error: Error | null, client: unknown) => void) => {
+          if (!embedded) dropSilentConnection(client, queryTimeoutMs, () => slowQueries.allowed);
+          done(null, client);
+        },
+      },
+      driverOptions: embedded
+        ? {}
+        : { connection: { connectionTimeoutMillis: options.connectTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.connectTimeoutMs, keepAlive: true } },
       migrations: {
         migrationsList: migrations,
         transactional: true,
@@ -59,12 +109,18 @@ export class Store {
       await embedded?.close();
       throw error;
     }
-    return new Store(orm, embedded, embedded ? 'pglite' : 'postgresql');
+    return new Store(orm, embedded, embedded ? 'pglite' : 'postgresql', slowQueries);
   }
 
   async migrate(): Promise<string[]> {
-    const applied = await this.orm.getMigrator().up();
-    return applied.map((migration) => migration.name);
+    // A migration may rewrite a big table: its statements are not held to the query timeout.
+    this.slowQueries.allowed = true;
+    try {
+      const applied = await this.orm.getMigrator().up();
+      return applied.map((migration) => migration.name);
+    } finally {
+      this.slowQueries.allowed = false;
+    }
   }
 
   /** A fresh unit of work for reads. */
@@ -74,17 +130,37 @@ export class Store {
 
   /** Runs `work` in one database transaction: everything it writes lands, or nothing does. */
   async transaction<T>(work: (em: EntityManager) => Promise<T>): Promise<T> {
-    const result = await this.reader().transactional((em) => work(em as EntityManager));
-    for (const listener of this.commitListeners) listener();
+    let transaction: EntityManager | undefined;
+    let failure: { error: unknown } | undefined;
+    let result: T;
+    try {
+      result = await this.reader().transactional(async (em) => {
+        transaction = em as EntityManager;
+        try {
+          return await work(transaction);
+        } catch (error) {
+          failure = { error };
+          throw error;
+        }
+      });
+    } catch (error) {
+      // When the connection broke, the rollback's own error ("Transaction query already
+      // complete") replaces the cause: callers are told the cause.
+      throw failure ? failure.error : error;
+    }
+    for (const listener of this.commitListeners) listener(transaction!);
     return result;
   }
 
-  /** Called after every committed transaction: caches derived from the data drop what they hold. */
-  onCommit(listener: () => void): void {
+  /**
+   * Called after every committed transaction, with the entity manager the work ran in (what was
+   * recorded in it, e.g. a revocation event, can be looked up by it): caches drop what they hold.
+   */
+  onCommit(listener: (transaction: EntityManager) => void): void {
     this.commitListeners.push(listener);
   }
 
-  private readonly commitListeners: (() => void)[] = [];
+  private readonly commitListeners: ((transaction: EntityManager) => void)[] = [];
 
   async ping(): Promise<void> {
     await this.orm.em.getConnection().execute('select 1');

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { FernetKeySource, KeySetupOutcome } from './key-source.ts';
 
 const KEY_NAME = /^[0-9]+$/;
 const KEY_TEXT = /^[A-Za-z0-9_-]{43}=$/;
@@ -23,7 +24,7 @@ interface KeyFile {
  * holding one urlsafe-base64 key. 0 is staged, the highest number is primary. Same layout and rotation
  * as keystone-manage, so a repository can be shared with Keystone nodes.
  */
-export class FernetKeyRepository {
+export class FernetKeyRepository implements FernetKeySource {
   constructor(
     readonly directory: string,
     readonly maxActiveKeys: number,
@@ -31,6 +32,10 @@ export class FernetKeyRepository {
     if (!Number.isInteger(maxActiveKeys) || maxActiveKeys < 1) {
       throw new RangeError(`max active Fernet keys must be an integer of at least 1, got ${maxActiveKeys}`);
     }
+  }
+
+  get description(): string {
+    return this.directory;
   }
 
   /** True when load() would succeed: at least one key, and every key well-formed. */
@@ -44,31 +49,37 @@ export class FernetKeyRepository {
 
   /** Keys in Keystone's load order: primary (highest number) first, staged key 0 last. */
   load(): Buffer[] {
+    return this.numberedKeys().map((entry) => entry.key);
+  }
+
+  /** The keys with their file numbers, in load order (what an import into the database needs). */
+  numberedKeys(): { number: number; key: Buffer }[] {
     let files: KeyFile[];
     try {
       files = this.keyFiles();
     } catch (error) {
       throw new FernetKeyRepositoryError(`cannot read Fernet key repository ${this.directory}: ${(error as Error).message}`);
     }
-    const keys: Buffer[] = [];
+    const keys: { number: number; key: Buffer }[] = [];
     for (const file of files) {
       const text = this.readKeyText(file.name);
       if (text === undefined) continue;
       if (!KEY_TEXT.test(text)) {
         throw new FernetKeyRepositoryError(`Fernet key ${path.join(this.directory, file.name)} is not 32 bytes of URL-safe base64`);
       }
-      keys.push(Buffer.from(text, 'base64url'));
+      keys.push({ number: file.number, key: Buffer.from(text, 'base64url') });
     }
     if (keys.length === 0) throw new FernetKeyRepositoryError(`Fernet key repository ${this.directory} has no keys (run fernet_setup)`);
     return keys;
   }
 
   /** keystone-manage fernet_setup: a staged and a primary key, unless some key is already there. */
-  setup(): void {
+  setup(): KeySetupOutcome {
     fs.mkdirSync(this.directory, { recursive: true, mode: 0o700 });
-    if (this.keyFiles().some((file) => this.readKeyText(file.name) !== undefined)) return;
+    if (this.keyFiles().some((file) => this.readKeyText(file.name) !== undefined)) return 'present';
     fs.renameSync(this.writeTemporaryKey(), this.keyPath(String(STAGED_KEY)));
     this.rotate();
+    return 'created';
   }
 
   /**

@@ -1,6 +1,6 @@
 import { NotFoundError } from '../errors.ts';
 import { FernetKeys, InvalidFernetTokenError } from './fernet.ts';
-import { FernetKeyRepository } from './fernet-key-repository.ts';
+import type { FernetKeySource } from './key-source.ts';
 import { InvalidTokenPayloadError, PayloadCodec, type TokenPayload } from './fernet-payload.ts';
 import type { DecodedToken, TokenProvider } from './token-provider.ts';
 
@@ -15,39 +15,51 @@ interface Logger {
 }
 
 /**
- * Fernet tokens as Keystone 22 makes them. Keys are read once and again only when the repository
- * changes on disk, so issuing and validating never touch the filesystem.
+ * Fernet tokens as Keystone 22 makes them. Keys are read once and again only when the key source
+ * changes (files on disk, or the database's key generation), so issuing and validating never touch
+ * the filesystem or the database.
  */
 export class FernetTokenProvider implements TokenProvider {
   readonly name = 'fernet';
   private keys: FernetKeys | undefined;
   private stopWatching: (() => void) | undefined;
   private readonly codec: PayloadCodec;
+  /** False after a failed reload, until one succeeds (readyz). */
+  private lastReloadSucceeded = false;
+  /** Reloads run one after another, so a slow older one never replaces newer keys. */
+  private reloads: Promise<void> = Promise.resolve();
 
   constructor(
-    readonly repository: FernetKeyRepository,
+    readonly repository: FernetKeySource,
     private readonly log: Logger,
     defaultDomainId = 'default',
   ) {
     this.codec = new PayloadCodec({ methods: AUTH_METHODS, defaultDomainId });
   }
 
-  /** Loads the keys (creating a repository on first start) and follows later rotations. */
-  start(): void {
-    if (!this.repository.exists()) {
-      this.repository.setup();
-      this.log.info({ repository: this.repository.directory }, 'created a new Fernet key repository');
-    }
-    this.reload();
+  /** Loads the keys (creating them on first start) and follows later rotations. */
+  async start(): Promise<void> {
+    const outcome = await this.repository.setup();
+    if (outcome === 'created') this.log.info({ repository: this.repository.description }, 'created new Fernet keys');
+    if (outcome === 'imported') this.log.info({ repository: this.repository.description }, 'imported the Fernet keys of FERNET_KEY_REPOSITORY');
+    await this.reload();
     this.stopWatching = this.repository.watch(() => {
-      try {
-        this.reload();
-        this.log.info({ repository: this.repository.directory }, 'reloaded Fernet keys');
-      } catch (error) {
-        // Keep the keys we have: a half-finished rotation must not take validation down.
-        this.log.error({ err: error, repository: this.repository.directory }, 'Fernet key reload failed; keeping the previous keys');
-      }
+      this.reloads = this.reloads.then(async () => {
+        try {
+          await this.reload();
+          this.log.info({ repository: this.repository.description }, 'reloaded Fernet keys');
+        } catch (error) {
+          // Keep the keys we have: a half-finished rotation must not take validation down.
+          this.lastReloadSucceeded = false;
+          this.log.error({ err: error, repository: this.repository.description }, 'Fernet key reload failed; keeping the previous keys');
+        }
+      });
     });
+  }
+
+  /** Keys are loaded and the last reload worked (readyz). */
+  get keysReady(): boolean {
+    return this.keys !== undefined && this.lastReloadSucceeded;
   }
 
   stop(): void {
@@ -55,8 +67,16 @@ export class FernetTokenProvider implements TokenProvider {
     this.stopWatching = undefined;
   }
 
-  reload(): void {
-    this.keys = new FernetKeys(this.repository.load());
+  /** Synchronous for a file repository (the new keys are in use when it returns). */
+  reload(): void | Promise<void> {
+    const loaded = this.repository.load();
+    if (loaded instanceof Promise) return loaded.then((keys) => this.use(keys));
+    this.use(loaded);
+  }
+
+  private use(keys: Buffer[]): void {
+    this.keys = new FernetKeys(keys);
+    this.lastReloadSucceeded = true;
     // Tokens validated with a key that is now gone must not stay cached.
     for (const listener of this.reloadListeners) listener();
   }

@@ -1,17 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
+import type { JwsKeys, JwsKeySource, KeySetupOutcome } from './key-source.ts';
 
 export class JwsKeyRepositoryError extends Error {
   override name = 'JwsKeyRepositoryError';
 }
 
-export interface JwsKeyFiles {
-  /** PEM of the signing key (PKCS#8). */
-  privateKey: string;
-  /** PEMs of every key tokens may be verified with (SPKI), newest first. */
-  publicKeys: { name: string; pem: string }[];
-}
+export type JwsKeyFiles = JwsKeys;
 
 const PUBLIC_SUFFIX = '.pem';
 
@@ -20,12 +16,16 @@ const PUBLIC_SUFFIX = '.pem';
  * every `public/*.pem` verifies. A rotation publishes the new public key before the new private key
  * starts signing, so no node sees a token it cannot verify.
  */
-export class JwsKeyRepository {
+export class JwsKeyRepository implements JwsKeySource {
   constructor(
     readonly directory: string,
     readonly maxActiveKeys: number,
   ) {
     if (!Number.isInteger(maxActiveKeys) || maxActiveKeys < 1) throw new RangeError('maxActiveKeys must be an integer >= 1');
+  }
+
+  get description(): string {
+    return this.directory;
   }
 
   private get privateFile(): string {
@@ -54,9 +54,10 @@ export class JwsKeyRepository {
     return { privateKey, publicKeys };
   }
 
-  async setup(): Promise<void> {
-    if (this.exists()) return;
+  async setup(): Promise<KeySetupOutcome> {
+    if (this.exists()) return 'present';
     await this.rotate();
+    return 'created';
   }
 
   /** A new key pair: public key first, then the signing key; the oldest public keys beyond the limit go. */

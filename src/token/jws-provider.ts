@@ -1,7 +1,7 @@
 import { calculateJwkThumbprint, compactVerify, exportJWK, importPKCS8, importSPKI, SignJWT, type JWK } from 'jose';
 import { NotFoundError } from '../errors.ts';
 import type { TokenPayload } from './fernet-payload.ts';
-import type { JwsKeyRepository } from './jws-key-repository.ts';
+import type { JwsKeySource } from './key-source.ts';
 import type { DecodedToken, TokenProvider } from './token-provider.ts';
 
 type SigningKey = Awaited<ReturnType<typeof importPKCS8>>;
@@ -43,24 +43,37 @@ export class JwsTokenProvider implements TokenProvider {
   private verification: VerificationKey[] = [];
   private stopWatching: (() => void) | undefined;
   private readonly reloadListeners: (() => void)[] = [];
+  /** False after a failed reload, until one succeeds (readyz). */
+  private lastReloadSucceeded = false;
+  /** Reloads run one after another, so a slow older one never replaces newer keys. */
+  private reloads: Promise<void> = Promise.resolve();
 
   constructor(
-    readonly repository: JwsKeyRepository,
+    readonly repository: JwsKeySource,
     private readonly log: Logger,
   ) {}
 
   async start(): Promise<void> {
-    if (!this.repository.exists()) {
-      await this.repository.setup();
-      this.log.info({ repository: this.repository.directory }, 'created a new JWS key pair');
-    }
+    const outcome = await this.repository.setup();
+    if (outcome === 'created') this.log.info({ repository: this.repository.description }, 'created a new JWS key pair');
+    if (outcome === 'imported') this.log.info({ repository: this.repository.description }, 'imported the JWS keys of JWS_KEY_REPOSITORY');
     await this.reload();
     this.stopWatching = this.repository.watch(() => {
-      this.reload().then(
-        () => this.log.info({ repository: this.repository.directory }, 'reloaded JWS keys'),
-        (error: unknown) => this.log.error({ err: error }, 'JWS key reload failed; keeping the previous keys'),
+      this.reloads = this.reloads.then(() =>
+        this.reload().then(
+          () => this.log.info({ repository: this.repository.description }, 'reloaded JWS keys'),
+          (error: unknown) => {
+            this.lastReloadSucceeded = false;
+            this.log.error({ err: error }, 'JWS key reload failed; keeping the previous keys');
+          },
+        ),
       );
     });
+  }
+
+  /** Keys are loaded and the last reload worked (readyz). */
+  get keysReady(): boolean {
+    return this.signing !== undefined && this.lastReloadSucceeded;
   }
 
   stop(): void {
@@ -68,7 +81,7 @@ export class JwsTokenProvider implements TokenProvider {
   }
 
   async reload(): Promise<void> {
-    const files = this.repository.load();
+    const files = await this.repository.load();
     const verification: VerificationKey[] = [];
     for (const file of files.publicKeys) {
       const key = await importSPKI(file.pem, 'ES256', { extractable: true });
@@ -81,10 +94,11 @@ export class JwsTokenProvider implements TokenProvider {
     const { d: _private, ...publicHalf } = await exportJWK(signingKey);
     const signingKid = await calculateJwkThumbprint(publicHalf);
     if (!verification.some((entry) => entry.kid === signingKid)) {
-      throw new Error(`the JWS signing key's public key is not in ${this.repository.directory}/public`);
+      throw new Error(`the JWS signing key's public key is not among the public keys of ${this.repository.description}`);
     }
     this.verification = verification;
     this.signing = { key: signingKey, kid: signingKid };
+    this.lastReloadSucceeded = true;
     for (const listener of this.reloadListeners) listener();
   }
 

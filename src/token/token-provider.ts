@@ -17,6 +17,8 @@ export interface TokenProvider {
   stop(): void;
   issue(payload: TokenPayload, issuedAtSeconds: number): string | Promise<string>;
   decode(token: string): DecodedToken | Promise<DecodedToken>;
+  /** Keys are loaded and the last reload succeeded (readyz `token_keys`). */
+  readonly keysReady: boolean;
   /** Called after keys change (drop caches of tokens validated with old keys). */
   onReload(listener: () => void): void;
 }

@@ -1,7 +1,7 @@
 import type { AssignmentService, Role } from '../assignment/assignment-service.ts';
 import { SYSTEM_TARGET_ID } from '../assignment/assignment-service.ts';
 import type { Clock } from '../clock.ts';
-import { AuthenticationError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
+import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../errors.ts';
 import type { Revocations } from '../events/revocation.ts';
 import type { AccessRule, ApplicationCredential, ApplicationCredentialService } from '../identity/application-credential-service.ts';
 import type { IdentityService, User, UserReference } from '../identity/identity-service.ts';
@@ -10,6 +10,7 @@ import { GenerationCache } from '../cache.ts';
 import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { RevocableToken } from '../events/revocation.ts';
 import type { Store } from '../store/database.ts';
+import { isDatabaseUnreachable } from '../store/unavailable.ts';
 import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS } from './fernet-provider.ts';
 import type { TokenProvider } from './token-provider.ts';
@@ -99,6 +100,9 @@ export class TokenService {
    * more than the rest of a hit), until they expire, are revoked, or any data changes.
    */
   private readonly cache: GenerationCache<string, { context: TokenContext; revocable: RevocableToken }>;
+
+  /** Validations by outcome, and those the cache answered (read by metrics; plain counters). */
+  readonly validationStats = { valid: 0, invalid: 0, error: 0, cacheHits: 0, cacheMisses: 0 };
 
   /** POST /v3/auth/tokens: runs the methods, resolves the scope, issues a token. */
   async authenticate(request: AuthRequest): Promise<TokenContext> {
@@ -268,14 +272,40 @@ export class TokenService {
   async validate(token: string, options: ValidateOptions = {}): Promise<TokenContext> {
     const generation = this.sync.generation;
     const cacheable = (await this.sync.prepareValidation()) && !options.allowExpired;
+    const stats = this.validationStats;
     if (cacheable) {
       const hit = this.cache.get(token);
       if (hit) {
-        if (this.clock.now() < hit.context.expiresAt && !this.revocations.isRevoked(hit.revocable)) return hit.context;
+        if (this.clock.now() < hit.context.expiresAt && !this.revocations.isRevoked(hit.revocable)) {
+          stats.valid++;
+          stats.cacheHits++;
+          return hit.context;
+        }
         this.cache.delete(token);
       }
+      stats.cacheMisses++;
     }
-    const { context, revocable } = await this.validateFully(token, options);
+    let validated: { context: TokenContext; revocable: RevocableToken };
+    try {
+      validated = await this.validateFully(token, options);
+    } catch (error) {
+      // The database is unreachable: a token this node validated before stays good unless it expired
+      // or was revoked (every change that takes access away records a revocation event, which reaches
+      // the index here; `cacheable` says the index is not behind other nodes).
+      if (cacheable && isDatabaseUnreachable(error)) {
+        const known = this.cache.lastKnown(token);
+        if (known && this.clock.now() < known.context.expiresAt && !this.revocations.isRevoked(known.revocable)) {
+          stats.valid++;
+          return known.context;
+        }
+      }
+      // A token that is no good, or a failure to find out (database unavailable, a bug).
+      if (error instanceof ServiceError && error.kind !== 'unavailable') stats.invalid++;
+      else stats.error++;
+      throw error;
+    }
+    stats.valid++;
+    const { context, revocable } = validated;
     if (cacheable) this.cache.set(token, { context, revocable }, generation);
     return context;
   }

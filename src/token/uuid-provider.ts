@@ -11,6 +11,8 @@ import type { DecodedToken, TokenProvider } from './token-provider.ts';
  */
 export class UuidTokenProvider implements TokenProvider {
   readonly name = 'uuid';
+  /** No keys: tokens are rows. */
+  readonly keysReady = true;
 
   constructor(private readonly store: Store) {}
 

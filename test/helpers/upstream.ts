@@ -13,6 +13,8 @@ export interface EchoUpstream {
   received: ReceivedRequest[];
   /** Milliseconds to wait before answering (to provoke timeouts). */
   delayMs: number;
+  /** TCP connections accepted so far. */
+  readonly connections: number;
   close(): Promise<void>;
 }
 
@@ -20,9 +22,9 @@ export interface EchoUpstream {
  * A real HTTP service for the gateway to forward to: it records each request and answers with a
  * JSON echo of it. POST /things answers 201 with an absolute Location on its own address.
  */
-export async function startEchoUpstream(): Promise<EchoUpstream> {
+export async function startEchoUpstream(port = 0): Promise<EchoUpstream> {
   const received: ReceivedRequest[] = [];
-  const state = { delayMs: 0 };
+  const state = { delayMs: 0, connections: 0 };
   const server = http.createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -33,7 +35,7 @@ export async function startEchoUpstream(): Promise<EchoUpstream> {
         const body = JSON.stringify(record);
         const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
         if (request.method === 'POST' && request.url?.endsWith('/things')) {
-          headers.location = `http://127.0.0.1:${port}${request.url}/thing-1`;
+          headers.location = `http://127.0.0.1:${boundPort}${request.url}/thing-1`;
           response.writeHead(201, headers);
         } else {
           response.writeHead(200, headers);
@@ -44,13 +46,17 @@ export async function startEchoUpstream(): Promise<EchoUpstream> {
       else answer();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server.on('connection', () => state.connections++);
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve));
   const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
+  const boundPort = typeof address === 'object' && address ? address.port : 0;
   return {
-    url: `http://127.0.0.1:${port}`,
-    port,
+    url: `http://127.0.0.1:${boundPort}`,
+    port: boundPort,
     received,
+    get connections() {
+      return state.connections;
+    },
     get delayMs() {
       return state.delayMs;
     },

@@ -1,0 +1,106 @@
+import net from 'node:net';
+
+/**
+ * How a cut looks to the service:
+ * - 'reset': every live connection is destroyed on both sides, and new ones are accepted and
+ *   destroyed at once (the server process is gone: the client sees the connection end at once).
+ *   The relay keeps its port, so no other process can take it and restore() is immediate; a
+ *   stopped listener would give ECONNREFUSED instead, which drivers handle the same way.
+ * - 'blackhole': a network partition. Live connections stay open but nothing passes either way,
+ *   and new ones are accepted and then ignored, so the client only learns of it from its own
+ *   timeouts. restore() destroys the connections held meanwhile (bytes were dropped: they cannot
+ *   be resumed).
+ */
+export type CutMode = 'reset' | 'blackhole';
+
+export interface TcpRelay {
+  /** host:port to give the client instead of the target's. */
+  readonly host: string;
+  readonly port: number;
+  /** `url` with its host and port replaced by the relay's (postgres://…, redis://…). */
+  urlFor(url: string): string;
+  cut(mode?: CutMode): void;
+  restore(): void;
+  /** Connections currently relayed (or held during a blackhole). */
+  readonly connections: number;
+  close(): Promise<void>;
+}
+
+interface Pair {
+  client: net.Socket;
+  server: net.Socket | undefined;
+}
+
+/** A relay from an ephemeral local port to target host:port; the test cuts and restores it. */
+export async function startTcpRelay(targetHost: string, targetPort: number): Promise<TcpRelay> {
+  const pairs = new Set<Pair>();
+  let state: 'open' | CutMode = 'open';
+
+  const drop = (pair: Pair) => {
+    pair.client.destroy();
+    pair.server?.destroy();
+    pairs.delete(pair);
+  };
+
+  const listener = net.createServer((client) => {
+    client.on('error', () => {});
+    if (state === 'reset') {
+      client.destroy();
+      return;
+    }
+    const pair: Pair = { client, server: undefined };
+    pairs.add(pair);
+    client.on('close', () => drop(pair));
+    if (state === 'blackhole') {
+      client.pause();
+      return;
+    }
+    const server = net.connect(targetPort, targetHost);
+    pair.server = server;
+    server.on('error', () => {});
+    server.on('close', () => drop(pair));
+    client.pipe(server);
+    server.pipe(client);
+  });
+  await new Promise<void>((resolve, reject) => {
+    listener.once('error', reject);
+    listener.listen(0, '127.0.0.1', () => resolve());
+  });
+  const address = listener.address() as net.AddressInfo;
+
+  return {
+    host: '127.0.0.1',
+    port: address.port,
+    urlFor(url: string) {
+      const parsed = new URL(url);
+      parsed.hostname = '127.0.0.1';
+      parsed.port = String(address.port);
+      return parsed.toString();
+    },
+    cut(mode: CutMode = 'reset') {
+      state = mode;
+      for (const pair of [...pairs]) {
+        if (mode === 'reset') {
+          drop(pair);
+        } else {
+          // Nothing more passes; what was already in flight is lost with the partition.
+          pair.client.unpipe();
+          pair.server?.unpipe();
+          pair.client.pause();
+          pair.server?.pause();
+        }
+      }
+    },
+    restore() {
+      if (state === 'blackhole') for (const pair of [...pairs]) drop(pair);
+      state = 'open';
+    },
+    get connections() {
+      return pairs.size;
+    },
+    async close() {
+      for (const pair of [...pairs]) drop(pair);
+      await new Promise<void>((resolve) => listener.close(() => resolve()));
+    },
+  };
+}
