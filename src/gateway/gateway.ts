@@ -6,6 +6,7 @@ import type { CatalogService } from '../catalog/catalog-service.ts';
 import { systemClock, type Clock } from '../clock.ts';
 import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../errors.ts';
 import { serviceErrorOf, statusOf } from '../http/errors.ts';
+import { loggableError } from '../store/loggable-error.ts';
 import type { GatewayExplainer, GatewayExplainRequest, GatewayExplanation, PolicySubject } from '../policy/gateway-explain.ts';
 import type { GatewayPolicy } from '../policy/gateway-policy.ts';
 import type { TokenContext, TokenService } from '../token/token-service.ts';
@@ -149,7 +150,7 @@ export class Gateway implements GatewayExplainer {
         return;
       }
       audit.reason = 'internal error';
-      this.log.error({ err: error, request_id: requestId }, 'gateway failure');
+      this.log.error({ err: loggableError(error), request_id: requestId }, 'gateway failure');
       this.fail(request, response, 500, 'An unexpected error prevented the server from fulfilling your request.');
     }
   }

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthenticationError, ServiceError, TooManyRequestsError, type ErrorKind } from '../errors.ts';
+import { loggableError } from '../store/loggable-error.ts';
 import { databaseUnavailable, databaseUnreachableReason } from '../store/unavailable.ts';
 import { baseUrl } from './links.ts';
 
@@ -85,7 +86,7 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   if (status && status >= 400 && status < 500) {
     return sendError(request, reply, status, STATUS_CODES[status] ?? 'Bad Request');
   }
-  request.log.error({ err: error }, 'unexpected error');
+  request.log.error({ err: loggableError(error) }, 'unexpected error');
   return sendError(request, reply, 500, 'An unexpected error prevented the server from fulfilling your request.');
 }
 
