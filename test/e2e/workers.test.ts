@@ -64,7 +64,8 @@ t.test('WORKERS=2 with PostgreSQL: two workers share the port, the database and 
     fs.rmSync(directory, { recursive: true, force: true });
   });
   const primary = service.child.pid!;
-  await waitFor(async () => service.output().includes('keystone-gateway listening'), 'every worker to listen', 60_000);
+  // The listening log line and the login hint are separate writes: wait for the hint itself.
+  await waitFor(async () => service.output().includes('Log in as admin'), 'every worker to listen and the login hint', 60_000);
   t.equal(service.output().split('Log in as admin').length, 2, 'the login hint is printed once');
   t.equal(service.output().split('bootstrap: created user admin').length, 2, 'bootstrap ran once');
   const workers = serviceWorkers(primary);
