@@ -1,9 +1,7 @@
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import t from 'tap';
 import { buildApplication, type Application } from '../../src/app.ts';
@@ -13,22 +11,8 @@ import { DatabaseKeyStore } from '../../src/token/database-key-store.ts';
 import { FernetKeyRepository } from '../../src/token/fernet-key-repository.ts';
 import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
 import { startRedis, waitFor } from '../helpers/processes.ts';
+import { manage } from '../helpers/manage.ts';
 
-const run = promisify(execFile);
-const root = path.resolve(import.meta.dirname, '../..');
-
-async function manage(args: string[], environment: Record<string, string>) {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['--import=tsx', 'src/cli/manage.ts', ...args], {
-      cwd: root,
-      env: { ...process.env, TEST_DATABASE_URL: '', REDIS_URL: '', ...environment },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failure = error as { code: number; stdout: string; stderr: string };
-    return { code: failure.code, stdout: failure.stdout, stderr: failure.stderr };
-  }
-}
 
 /** Resolves at the node's next key reload, or fails after timeoutMs. */
 function nextReload(app: Application, timeoutMs = 15_000): Promise<void> {

@@ -1,27 +1,12 @@
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import t from 'tap';
+import { manage } from '../helpers/manage.ts';
 
-const run = promisify(execFile);
 const root = path.resolve(import.meta.dirname, '../..');
 const shippedPolicies = path.join(root, 'policies');
 const model = fs.readFileSync(path.join(shippedPolicies, 'model.conf'), 'utf8');
-
-async function manage(args: string[], environment: Record<string, string> = {}) {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['--import=tsx', 'src/cli/manage.ts', ...args], {
-      cwd: root,
-      env: { ...process.env, DATABASE_URL: '', TEST_DATABASE_URL: '', POLICY_DIR: '', ...environment },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failure = error as { code: number; stdout: string; stderr: string };
-    return { code: failure.code, stdout: failure.stdout, stderr: failure.stderr };
-  }
-}
 
 /** A policy directory with the shipped model.conf and `files`; removed after the test. */
 function policyDirectory(t: { teardown(fn: () => void): void }, files: Record<string, string>): string {
