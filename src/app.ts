@@ -133,6 +133,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     embeddedDirectory: options.embeddedDirectory ?? embeddedDirectoryOf(config.dataDir),
     ...config.database,
   });
+  // What has been started so far, stopped in reverse if building fails half-way (a test or an
+  // embedding caller must not be left with timers, watchers or Redis connections).
+  const startedParts: Array<() => unknown> = [];
   try {
     if (options.migrate !== false) await store.migrate();
     // Set when close() begins: /readyz answers 503 and responses close their connections.
@@ -178,9 +181,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log) : (options.eventBus ?? new LocalEventBus());
     const sync = new ClusterSync(store, revocations, bus, log);
     sync.start();
+    startedParts.push(() => sync.close());
     if (config.redisUrl && config.revocationPollIntervalMs > 0) sync.pollRevocations(config.revocationPollIntervalMs);
     const tokenProvider = createTokenProvider(config, store, log, { publish: () => sync.keysChanged(), subscribe: (listener) => sync.onKeysChanged(listener) });
     tokenProvider.onReload(() => sync.invalidate());
+    startedParts.push(() => tokenProvider.stop());
     await tokenProvider.start();
     let tokenKeysLoaded = true;
 
@@ -200,6 +205,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, commandTimeout: 1000, retryStrategy: (attempt) => Math.min(attempt * 100, 1000) })
       : undefined;
     redis?.on('error', () => {});
+    startedParts.push(() => redis?.disconnect());
     // Audit lines are kept whatever LOG_LEVEL hides (only 'silent' silences them).
     const auditSinks: AuditSink[] = [new LogAuditSink(config.logLevel === 'silent' ? log : log.child({}, { level: 'info' }))];
     if (redis) auditSinks.push(new RedisStreamAuditSink(redis, config.auditStream, config.auditStreamMaxLength, log));
@@ -225,6 +231,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     // onSwap runs only after start(), by which time `policy` holds the initial load.
     let policy: GatewayPolicy = await policyReloader.loadInitial();
     policyReloader.start();
+    startedParts.push(() => policyReloader.stop());
     // Keystone's identity:* rules (IDENTITY_POLICY_DIR) reload the same way.
     const identityPolicyReloader = new PolicyReloader<IdentityPolicy>({
       directory: config.identityPolicyDirectory,
@@ -237,6 +244,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     });
     let identityPolicy = await identityPolicyReloader.loadInitial();
     identityPolicyReloader.start();
+    startedParts.push(() => identityPolicyReloader.stop());
     const activeGateway = new Gateway(
       tokens,
       new UpstreamDirectory(catalog, { region: config.gatewayRegion, generation: () => sync.generation }),
@@ -271,6 +279,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       { clock, ...(metrics ? { instruments: metrics } : {}) },
     );
     gateway = activeGateway;
+    startedParts.push(() => activeGateway.close());
     metrics?.attach({
       tokenValidations: () => tokens.validationStats,
       caches: () => [
@@ -348,6 +357,13 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       },
     };
   } catch (error) {
+    for (const stop of startedParts.reverse()) {
+      try {
+        await stop();
+      } catch {
+        // Already failing: the original error is the one to report.
+      }
+    }
     await store.close();
     throw error;
   }
