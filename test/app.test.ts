@@ -28,7 +28,7 @@ async function redisAnswers(): Promise<boolean> {
 }
 
 t.test('a build that fails half-way stops what it had started (Redis connections, timers, watchers)', async (t) => {
-  if (!(await redisAnswers())) return t.skip('no Redis at ' + TEST_REDIS_URL);
+  if (!(await redisAnswers())) return t.plan(0, 'no Redis at ' + TEST_REDIS_URL);
   const emptyPolicies = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-no-policies-'));
   t.teardown(() => fs.rmSync(emptyPolicies, { recursive: true, force: true }));
   const before = activeResources();

@@ -46,6 +46,15 @@ export async function publishOnce(url: string, message: ClusterMessage): Promise
   }
 }
 
+export interface RedisEventBusOptions {
+  /**
+   * How often the node sends itself a heartbeat through Redis. Open connections prove nothing in a
+   * silent partition (nothing answers, nothing closes): a heartbeat missing for three intervals
+   * marks the bus disconnected, so validations check the database until it comes back.
+   */
+  heartbeatIntervalMs?: number;
+}
+
 /** Redis pub/sub between the nodes that share a database. */
 export class RedisEventBus implements EventBus {
   private readonly node = randomUUID();
@@ -53,12 +62,20 @@ export class RedisEventBus implements EventBus {
   private readonly subscriber: Redis;
   private handlers: Parameters<EventBus['subscribe']>[0] | undefined;
   private wasConnected = false;
+  private readonly heartbeatIntervalMs: number;
+  private readonly heartbeatTimer: NodeJS.Timeout;
+  /** performance.now() when our own heartbeat last came back (or the subscription was made). */
+  private lastHeartbeatAt = -Infinity;
+  /** Set while heartbeats are missing on connections that still look open. */
+  private silent = false;
 
   constructor(
     url: string,
     private readonly log: Logger,
+    options: RedisEventBusOptions = {},
   ) {
-    const options = {
+    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? 1000;
+    const connectionOptions = {
       // Fail fast rather than queue: a node that cannot publish falls back to the database.
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
@@ -66,8 +83,9 @@ export class RedisEventBus implements EventBus {
       retryStrategy: (attempt: number) => Math.min(attempt * 100, 1000),
       lazyConnect: false,
     };
-    this.publisher = new Redis(url, options);
-    this.subscriber = new Redis(url, { ...options, enableOfflineQueue: true });
+    // A publish into a silent partition must not wait forever (one pending promise per write).
+    this.publisher = new Redis(url, { ...connectionOptions, commandTimeout: 1000 });
+    this.subscriber = new Redis(url, { ...connectionOptions, enableOfflineQueue: true });
     for (const connection of [this.publisher, this.subscriber]) connection.on('error', () => {});
     this.subscriber.on('message', (_channel: string, raw: string) => this.receive(raw));
     this.subscriber.on('ready', () => {
@@ -75,6 +93,8 @@ export class RedisEventBus implements EventBus {
         () => {
           if (this.wasConnected) this.log.info({}, 'Redis is back: catching up from the database');
           this.wasConnected = true;
+          this.lastHeartbeatAt = performance.now();
+          this.silent = false;
           // Anything published while we were away is in the database; let the owner catch up.
           this.handlers?.reconnected();
         },
@@ -82,12 +102,31 @@ export class RedisEventBus implements EventBus {
       );
     });
     this.subscriber.on('close', () => {
-      if (this.wasConnected) this.log.warn({}, 'Redis connection lost: checking the database for revocations on every validation');
+      if (this.wasConnected && !this.silent) this.log.warn({}, 'Redis connection lost: checking the database for revocations on every validation');
     });
+    this.heartbeatTimer = setInterval(() => this.beat(), this.heartbeatIntervalMs);
+    this.heartbeatTimer.unref();
   }
 
   get connected(): boolean {
-    return this.publisher.status === 'ready' && this.subscriber.status === 'ready';
+    return this.publisher.status === 'ready' && this.subscriber.status === 'ready' && !this.heartbeatOverdue();
+  }
+
+  private heartbeatOverdue(): boolean {
+    return performance.now() - this.lastHeartbeatAt > 3 * this.heartbeatIntervalMs;
+  }
+
+  private beat(): void {
+    if (this.publisher.status === 'ready' && this.subscriber.status === 'ready' && this.heartbeatOverdue() && !this.silent) {
+      this.silent = true;
+      this.log.warn({ missedForMs: Math.round(performance.now() - this.lastHeartbeatAt) }, 'Redis stopped answering: checking the database for revocations on every validation, reconnecting');
+      // The open connections may be dead ends: new ones either work or fail visibly.
+      this.publisher.disconnect(true);
+      this.subscriber.disconnect(true);
+      return;
+    }
+    if (this.publisher.status !== 'ready') return;
+    this.publisher.publish(CHANNEL, JSON.stringify({ type: 'heartbeat', node: this.node })).catch(() => {});
   }
 
   publish(message: ClusterMessage): void {
@@ -100,6 +139,7 @@ export class RedisEventBus implements EventBus {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.heartbeatTimer);
     this.publisher.disconnect();
     this.subscriber.disconnect();
   }
@@ -111,7 +151,11 @@ export class RedisEventBus implements EventBus {
     } catch {
       return;
     }
-    if (!parsed || parsed.node === this.node) return;
+    if (!parsed) return;
+    if (parsed.node === this.node) {
+      if ((parsed as { type: string }).type === 'heartbeat') this.lastHeartbeatAt = performance.now();
+      return;
+    }
     if (parsed.type === 'revoked' && Number.isInteger(parsed.eventId)) this.handlers?.message({ type: 'revoked', eventId: parsed.eventId });
     else if (parsed.type === 'changed') this.handlers?.message({ type: 'changed' });
     else if (parsed.type === 'keys-changed') this.handlers?.message({ type: 'keys-changed' });

@@ -1,0 +1,47 @@
+import t from 'tap';
+import { RedisEventBus, type ClusterMessage } from '../../src/events/event-bus.ts';
+import { waitFor } from '../helpers/processes.ts';
+import { TEST_REDIS_URL } from '../helpers/redis.ts';
+import { startTcpRelay } from '../helpers/tcp-relay.ts';
+
+function recordingLog() {
+  const lines: string[] = [];
+  return { lines, log: { warn: (_object: object, message: string) => lines.push(message), info: (_object: object, message: string) => lines.push(message) } };
+}
+
+t.test('a silent partition from Redis (connections open, nothing answers) is noticed by the heartbeat and healed', async (t) => {
+  const redisUrl = new URL(TEST_REDIS_URL);
+  const relay = await startTcpRelay(redisUrl.hostname, Number(redisUrl.port || 6379));
+  const { lines, log } = recordingLog();
+  const partitioned = new RedisEventBus(relay.urlFor(TEST_REDIS_URL), log, { heartbeatIntervalMs: 100 });
+  const peer = new RedisEventBus(TEST_REDIS_URL, recordingLog().log, { heartbeatIntervalMs: 100 });
+  t.teardown(async () => {
+    await partitioned.close();
+    await peer.close();
+    await relay.close();
+  });
+  const received: ClusterMessage[] = [];
+  let reconnections = 0;
+  partitioned.subscribe({ message: (message) => received.push(message), reconnected: () => reconnections++ });
+  peer.subscribe({ message: () => {}, reconnected: () => {} });
+  await waitFor(async () => partitioned.connected && peer.connected && reconnections === 1, 'both buses to subscribe', 10_000);
+
+  peer.publish({ type: 'changed' });
+  await waitFor(async () => received.length === 1, 'a message through the relay', 5_000);
+  t.same(received, [{ type: 'changed' }], 'messages from another node arrive; heartbeats are not handed on');
+
+  relay.cut('blackhole');
+  await waitFor(async () => !partitioned.connected, 'the partitioned bus to report itself disconnected', 5_000);
+  t.pass('the open but silent connections no longer count as connected');
+  t.ok(peer.connected, 'the node with a working connection stays connected');
+  // The getter turns false as soon as heartbeats are overdue; the next beat logs and reconnects.
+  await waitFor(async () => lines.some((line) => line.startsWith('Redis stopped answering')), 'the partition to be logged', 5_000);
+  peer.publish({ type: 'revoked', eventId: 42 });
+
+  relay.restore();
+  await waitFor(async () => partitioned.connected && reconnections === 2, 'the bus to reconnect and ask for a catch-up', 15_000);
+  t.pass('after the partition the owner is told to catch up from the database (what was published meanwhile is lost)');
+  t.notOk(received.some((message) => message.type === 'revoked'), 'the message sent during the partition never arrived: hence the catch-up');
+  peer.publish({ type: 'keys-changed' });
+  await waitFor(async () => received.some((message) => message.type === 'keys-changed'), 'messages to flow again', 5_000);
+});
