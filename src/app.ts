@@ -72,7 +72,7 @@ function createTokenProvider(config: Config, store: Store, log: FastifyBaseLogge
   const fernetFiles = new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys);
   const jwsFiles = new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys);
   // KEY_ENCRYPTION_KEY: keys shared by every node through the database (files are only imported once).
-  const databaseKeys = config.keyEncryptionKey ? new DatabaseKeyStore(store, config.keyEncryptionKey) : undefined;
+  const databaseKeys = config.keyEncryptionKey ? new DatabaseKeyStore(store, config.keyEncryptionKey, config.previousKeyEncryptionKeys) : undefined;
   const sourceOptions = { reloadIntervalMs: config.keyReloadIntervalMs, notices, log };
   switch (config.tokenProvider) {
     case 'fernet':

@@ -26,6 +26,8 @@ export interface Config {
   jwsMaxActiveKeys: number;
   /** KEY_ENCRYPTION_KEY (32 bytes): when set, token keys live in the database, encrypted with it, not in files. */
   keyEncryptionKey: Buffer | undefined;
+  /** KEY_ENCRYPTION_KEY_PREVIOUS: earlier key encryption keys that still decrypt (while re-encrypting). */
+  previousKeyEncryptionKeys: Buffer[];
   /** How often a node checks the database's token key generation (KEY_ENCRYPTION_KEY set). */
   keyReloadIntervalMs: number;
   passwordHashRounds: number;
@@ -137,10 +139,20 @@ function pepper(env: Environment): string | undefined {
 /** 32 bytes in base64 or base64url (e.g. openssl rand -base64 32); never echoed in the message. */
 function keyEncryptionKey(env: Environment): Buffer | undefined {
   const value = env.KEY_ENCRYPTION_KEY?.trim();
-  if (!value) return undefined;
+  return value ? decodeKeyEncryptionKey(value, 'KEY_ENCRYPTION_KEY') : undefined;
+}
+
+/** Comma-separated, like KEY_ENCRYPTION_KEY; only meaningful beside it. */
+function previousKeyEncryptionKeys(env: Environment): Buffer[] {
+  const values = (env.KEY_ENCRYPTION_KEY_PREVIOUS ?? '').split(',').map((value) => value.trim()).filter(Boolean);
+  if (values.length > 0 && !env.KEY_ENCRYPTION_KEY?.trim()) throw new ConfigError('KEY_ENCRYPTION_KEY_PREVIOUS needs KEY_ENCRYPTION_KEY (the key to encrypt with from now on)');
+  return values.map((value) => decodeKeyEncryptionKey(value, 'KEY_ENCRYPTION_KEY_PREVIOUS'));
+}
+
+function decodeKeyEncryptionKey(value: string, name: string): Buffer {
   const key = /^[A-Za-z0-9+/_-]+={0,2}$/.test(value) ? Buffer.from(value.replace(/-/g, '+').replace(/_/g, '/'), 'base64') : undefined;
   if (key?.length !== 32) {
-    throw new ConfigError('KEY_ENCRYPTION_KEY must be 32 bytes in base64 or base64url (e.g. openssl rand -base64 32)');
+    throw new ConfigError(`${name} must be 32 bytes in base64 or base64url (e.g. openssl rand -base64 32)`);
   }
   return key;
 }
@@ -243,6 +255,7 @@ export function loadConfig(env: Environment = process.env): Config {
     jwsKeyRepository: path.resolve(env.JWS_KEY_REPOSITORY || path.join(dataDir, 'jws-keys')),
     jwsMaxActiveKeys: integer(env, 'JWS_MAX_ACTIVE_KEYS', 3, 1, 100),
     keyEncryptionKey: keyEncryptionKey(env),
+    previousKeyEncryptionKeys: previousKeyEncryptionKeys(env),
     keyReloadIntervalMs: integer(env, 'KEY_RELOAD_INTERVAL_MS', 5000, 10, 3_600_000),
     passwordHashRounds: integer(env, 'PASSWORD_HASH_ROUNDS', 12, 4, 31),
     secretPepper: pepper(env),

@@ -193,6 +193,17 @@ t.test('KEY_ENCRYPTION_KEY: 32 bytes in base64 or base64url, never echoed when w
   t.throws(() => loadConfig({ KEY_RELOAD_INTERVAL_MS: '0' }), { name: 'ConfigError', message: /KEY_RELOAD_INTERVAL_MS/ });
 });
 
+t.test('KEY_ENCRYPTION_KEY_PREVIOUS: earlier keys, comma-separated, only beside KEY_ENCRYPTION_KEY', async (t) => {
+  const current = Buffer.alloc(32, 1).toString('base64');
+  const [older, oldest] = [Buffer.alloc(32, 2), Buffer.alloc(32, 3)];
+  t.same(loadConfig({}).previousKeyEncryptionKeys, []);
+  t.same(loadConfig({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: `${older.toString('base64')}, ${oldest.toString('base64url')}` }).previousKeyEncryptionKeys, [older, oldest]);
+  t.throws(() => loadConfig({ KEY_ENCRYPTION_KEY_PREVIOUS: older.toString('base64') }), { name: 'ConfigError', message: /KEY_ENCRYPTION_KEY_PREVIOUS needs KEY_ENCRYPTION_KEY/ });
+  const error = t.throws(() => loadConfig({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: 'short' }), ConfigError) as Error;
+  t.match(error.message, /^KEY_ENCRYPTION_KEY_PREVIOUS must be 32 bytes/);
+  t.notMatch(error.message, 'short');
+});
+
 t.test('upstream circuits and metrics access', async (t) => {
   const defaults = loadConfig({});
   t.equal(defaults.upstreamCircuitFailures, 5);

@@ -23,6 +23,9 @@ Commands (configuration comes from the same environment variables as the service
                   (with KEY_ENCRYPTION_KEY the four key commands work on the database's keys,
                   and running nodes reload them: at once with REDIS_URL, else within
                   KEY_RELOAD_INTERVAL_MS)
+  reencrypt_keys  encrypt the database's token keys again under KEY_ENCRYPTION_KEY, reading
+                  them with it or with KEY_ENCRYPTION_KEY_PREVIOUS (changing the key
+                  encryption key: README, "Operations")
   policy test [DIR]
                   load the gateway policy in DIR (default POLICY_DIR, else ./policies) and the
                   identity policy (DIR/identity, default IDENTITY_POLICY_DIR), and run their
@@ -122,6 +125,24 @@ const commands: Record<string, Command> = {
     await repository.rotate();
     console.log(`rotated the JWS keys in ${config.jwsKeyRepository}; running services pick them up without a restart`);
   },
+  async reencrypt_keys(config) {
+    if (!config.keyEncryptionKey) throw new ConfigError('reencrypt_keys works on keys in the database: set KEY_ENCRYPTION_KEY (the new key) and KEY_ENCRYPTION_KEY_PREVIOUS (the old one)');
+    if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+    const { embeddedDirectoryOf, Store } = await import('../store/database.ts');
+    const { DatabaseKeyStore } = await import('../token/database-key-store.ts');
+    const store = await Store.open({ databaseUrl: config.databaseUrl, embeddedDirectory: embeddedDirectoryOf(config.dataDir), poolSize: 2 });
+    try {
+      await store.migrate();
+      const keys = new DatabaseKeyStore(store, config.keyEncryptionKey, config.previousKeyEncryptionKeys);
+      for (const provider of ['fernet', 'jws'] as const) {
+        const count = await keys.reencrypt(provider);
+        if (count > 0) console.log(`re-encrypted ${count} ${provider} keys under KEY_ENCRYPTION_KEY`);
+      }
+      console.log('KEY_ENCRYPTION_KEY_PREVIOUS can now be removed from every node');
+    } finally {
+      await store.close();
+    }
+  },
   async policy(config, args) {
     const [subcommand, ...rest] = args;
     if (subcommand === 'test') return policyTest(config, rest);
@@ -146,7 +167,7 @@ async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 
   const store = await Store.open({ databaseUrl: config.databaseUrl, embeddedDirectory: embeddedDirectoryOf(config.dataDir), poolSize: 2 });
   try {
     await store.migrate();
-    const keys = new DatabaseKeyStore(store, config.keyEncryptionKey!);
+    const keys = new DatabaseKeyStore(store, config.keyEncryptionKey!, config.previousKeyEncryptionKeys);
     const options = { reloadIntervalMs: config.keyReloadIntervalMs };
     const source =
       provider === 'fernet'

@@ -44,13 +44,18 @@ function associatedData(provider: KeyProvider, number: number): Buffer {
  * Token keys in the database, each encrypted with AES-256-GCM under KEY_ENCRYPTION_KEY. Setup and
  * rotation lock the provider's token_key_generation row, so concurrent rotators (two nodes, two
  * manage commands) run one after another, and bump its generation, which nodes poll.
+ * `previousKeyEncryptionKeys` still decrypt (nothing is written with them): the window in which
+ * every node has the new key and `reencrypt_keys` moves the rows over.
  */
 export class DatabaseKeyStore {
   constructor(
     readonly store: Store,
     private readonly keyEncryptionKey: Buffer,
+    private readonly previousKeyEncryptionKeys: readonly Buffer[] = [],
   ) {
-    if (keyEncryptionKey.length !== 32) throw new RangeError('the key encryption key must be 32 bytes');
+    for (const key of [keyEncryptionKey, ...previousKeyEncryptionKeys]) {
+      if (key.length !== 32) throw new RangeError('a key encryption key must be 32 bytes');
+    }
   }
 
   /** The provider's key generation: changes with every setup and rotation (one indexed row). */
@@ -114,6 +119,23 @@ export class DatabaseKeyStore {
     });
   }
 
+  /**
+   * Encrypts every key of `provider` again under the current KEY_ENCRYPTION_KEY (whichever of the
+   * keys each row was stored with), in one locked transaction. The key material and the generation
+   * do not change, so nodes have nothing to reload. Returns how many keys were re-encrypted.
+   */
+  async reencrypt(provider: KeyProvider): Promise<number> {
+    return this.store.reader().transactional(async (transaction) => {
+      const em = transaction as EntityManager;
+      await this.lock(em, provider);
+      const rows = await em.execute<KeyRow[]>('select number, nonce, ciphertext from token_key where provider = ? for update', [provider]);
+      const keys = rows.map((row) => ({ number: row.number, material: this.decrypt(provider, row) }));
+      await em.execute('delete from token_key where provider = ?', [provider]);
+      for (const key of keys) await this.insert(em, provider, key);
+      return keys.length;
+    });
+  }
+
   /** Serialises setups and rotations of one provider across every node (the row lock lasts until commit). */
   private async lock(em: EntityManager, provider: KeyProvider): Promise<void> {
     await em.execute('insert into token_key_generation (provider, generation) values (?, 0) on conflict (provider) do nothing', [provider]);
@@ -133,16 +155,19 @@ export class DatabaseKeyStore {
   }
 
   private decrypt(provider: KeyProvider, row: KeyRow): Buffer {
-    try {
-      const decipher = createDecipheriv('aes-256-gcm', this.keyEncryptionKey, row.nonce);
-      decipher.setAAD(associatedData(provider, row.number));
-      decipher.setAuthTag(row.ciphertext.subarray(row.ciphertext.length - TAG_BYTES));
-      return Buffer.concat([decipher.update(row.ciphertext.subarray(0, row.ciphertext.length - TAG_BYTES)), decipher.final()]);
-    } catch {
-      throw new KeyEncryptionKeyError(
-        `the ${provider} token keys in the database do not decrypt with KEY_ENCRYPTION_KEY: it is not the key they were stored with (every node must have the same KEY_ENCRYPTION_KEY), or a key row is damaged`,
-      );
+    for (const keyEncryptionKey of [this.keyEncryptionKey, ...this.previousKeyEncryptionKeys]) {
+      try {
+        const decipher = createDecipheriv('aes-256-gcm', keyEncryptionKey, row.nonce);
+        decipher.setAAD(associatedData(provider, row.number));
+        decipher.setAuthTag(row.ciphertext.subarray(row.ciphertext.length - TAG_BYTES));
+        return Buffer.concat([decipher.update(row.ciphertext.subarray(0, row.ciphertext.length - TAG_BYTES)), decipher.final()]);
+      } catch {
+        // Not this key (or a damaged row): try the next.
+      }
     }
+    throw new KeyEncryptionKeyError(
+      `the ${provider} token keys in the database do not decrypt with KEY_ENCRYPTION_KEY${this.previousKeyEncryptionKeys.length ? ' or KEY_ENCRYPTION_KEY_PREVIOUS' : ''}: it is not the key they were stored with (every node must have the same KEY_ENCRYPTION_KEY), or a key row is damaged`,
+    );
   }
 }
 

@@ -135,10 +135,10 @@ async function cluster(t: Teardown) {
 }
 
 /** A rotator outside any node (as the manage CLI is): its own connection pool, no bus. */
-async function externalKeys(t: Teardown, database: TestDatabase, kek = KEK): Promise<DatabaseKeyStore> {
+async function externalKeys(t: Teardown, database: TestDatabase, kek = KEK, previous: Buffer[] = []): Promise<DatabaseKeyStore> {
   const store = await Store.open({ databaseUrl: database.url, poolSize: 2 });
   t.teardown(() => store.close());
-  return new DatabaseKeyStore(store, kek);
+  return new DatabaseKeyStore(store, kek, previous);
 }
 
 async function rows(database: TestDatabase): Promise<{ provider: string; number: number; nonce: Buffer; ciphertext: Buffer }[]> {
@@ -252,6 +252,39 @@ t.test('the rows hold no plaintext key bytes; a wrong KEY_ENCRYPTION_KEY is refu
   const keys = await externalKeys(t, database);
   await keys.store.reader().execute("update token_key set number = 7 where provider = 'fernet' and number = 2");
   await t.rejects(keys.read('fernet'), KeyEncryptionKeyError);
+});
+
+t.test('changing KEY_ENCRYPTION_KEY: the old key stays readable as KEY_ENCRYPTION_KEY_PREVIOUS until reencrypt moves every row', async (t) => {
+  const { database, start } = await cluster(t);
+  const first = await start({ KEY_RELOAD_INTERVAL_MS: NO_RELOAD });
+  await start({ KEY_RELOAD_INTERVAL_MS: NO_RELOAD, TOKEN_PROVIDER: 'jws' });
+  const token = await first.login();
+  const before = await rows(database);
+  const plaintext = await (await externalKeys(t, database)).read('fernet');
+
+  const newKek = randomBytes(32);
+  // Step 1: every node gets the new key, the old one as previous: they still read the keys.
+  const migrating = await start({ KEY_RELOAD_INTERVAL_MS: NO_RELOAD, KEY_ENCRYPTION_KEY: newKek.toString('base64'), KEY_ENCRYPTION_KEY_PREVIOUS: KEK.toString('base64') });
+  t.equal(await migrating.validate(token, token), 200, 'a node with the new key and the old one as previous validates existing tokens');
+
+  // Step 2: reencrypt_keys.
+  const reencrypting = await externalKeys(t, database, newKek, [KEK]);
+  t.equal(await reencrypting.reencrypt('fernet'), plaintext.keys.length, 'every fernet key');
+  t.equal(await reencrypting.reencrypt('jws'), before.filter((row) => row.provider === 'jws').length, 'every jws key pair');
+  const after = await rows(database);
+  t.same(
+    after.map((row) => [row.provider, row.number]),
+    before.map((row) => [row.provider, row.number]),
+    'the same keys, by provider and number',
+  );
+  for (const [index, row] of after.entries()) t.not(row.ciphertext.toString('hex'), before[index]!.ciphertext.toString('hex'), `${row.provider} ${row.number} was encrypted again`);
+
+  // Step 3: the new key alone reads the same material; the old key alone no longer reads anything.
+  t.same(await (await externalKeys(t, database, newKek)).read('fernet'), plaintext, 'the key material and generation are unchanged');
+  await t.rejects((await externalKeys(t, database, KEK)).read('fernet'), KeyEncryptionKeyError, 'the old key alone is refused');
+  await t.rejects((await externalKeys(t, database, KEK)).read('jws'), KeyEncryptionKeyError);
+  const afterwards = await start({ KEY_RELOAD_INTERVAL_MS: NO_RELOAD, KEY_ENCRYPTION_KEY: newKek.toString('base64') });
+  t.equal(await afterwards.validate(token, token), 200, 'a node with only the new key validates the same tokens');
 });
 
 t.test('concurrent rotations from two callers leave a consistent key set', async (t) => {
