@@ -178,7 +178,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const log = server.log;
     const revocations = new Revocations(store, clock);
     await revocations.load();
-    const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log) : (options.eventBus ?? new LocalEventBus());
+    const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log, { channel: config.redisEventsChannel }) : (options.eventBus ?? new LocalEventBus());
     const sync = new ClusterSync(store, revocations, bus, log);
     sync.start();
     startedParts.push(() => sync.close());

@@ -58,6 +58,8 @@ export interface Config {
   trustedProxies: string[];
   /** Prefix of the rate-limit keys in Redis. */
   rateLimitKeyPrefix: string;
+  /** Redis pub/sub channel of the nodes of one deployment (REDIS_EVENTS_CHANNEL). */
+  redisEventsChannel: string;
   /** Redis stream that receives audit events (when REDIS_URL is set), and its approximate cap. */
   auditStream: string;
   auditStreamMaxLength: number;
@@ -283,6 +285,7 @@ export function loadConfig(env: Environment = process.env): Config {
     },
     trustedProxies: networks(env, 'TRUSTED_PROXIES'),
     rateLimitKeyPrefix: env.RATE_LIMIT_KEY_PREFIX || 'keystone-gateway:ratelimit:',
+    redisEventsChannel: env.REDIS_EVENTS_CHANNEL || 'keystone-gateway:events',
     auditStream: env.AUDIT_STREAM || 'keystone-gateway:audit',
     auditStreamMaxLength: integer(env, 'AUDIT_STREAM_MAX_LENGTH', 100_000, 1, 100_000_000),
     workers: integer(env, 'WORKERS', os.availableParallelism(), 1, 1024),

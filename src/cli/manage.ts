@@ -200,7 +200,7 @@ async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 
     return;
   }
   const { publishOnce } = await import('../events/event-bus.ts');
-  if (await publishOnce(config.redisUrl, { type: 'keys-changed' })) console.log('told the running services over Redis; they reload the keys now');
+  if (await publishOnce(config.redisUrl, config.redisEventsChannel, { type: 'keys-changed' })) console.log('told the running services over Redis; they reload the keys now');
   else console.log(`could not reach Redis: running services load the keys within KEY_RELOAD_INTERVAL_MS (${config.keyReloadIntervalMs} ms)`);
 }
 

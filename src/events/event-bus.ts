@@ -26,18 +26,16 @@ interface Logger {
   info(object: object, message: string): void;
 }
 
-const CHANNEL = 'keystone-gateway:events';
-
 /**
  * One message to every node, from a process that is no node (the manage CLI after a key rotation).
  * False when Redis did not take it; the nodes' polling catches up then.
  */
-export async function publishOnce(url: string, message: ClusterMessage): Promise<boolean> {
+export async function publishOnce(url: string, channel: string, message: ClusterMessage): Promise<boolean> {
   const redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: () => null });
   redis.on('error', () => {});
   try {
     await redis.connect();
-    await redis.publish(CHANNEL, JSON.stringify({ ...message, node: randomUUID() }));
+    await redis.publish(channel, JSON.stringify({ ...message, node: randomUUID() }));
     return true;
   } catch {
     return false;
@@ -47,6 +45,8 @@ export async function publishOnce(url: string, message: ClusterMessage): Promise
 }
 
 export interface RedisEventBusOptions {
+  /** REDIS_EVENTS_CHANNEL: deployments sharing one Redis must not hear each other. */
+  channel?: string;
   /**
    * How often the node sends itself a heartbeat through Redis. Open connections prove nothing in a
    * silent partition (nothing answers, nothing closes): a heartbeat missing for three intervals
@@ -63,6 +63,7 @@ export class RedisEventBus implements EventBus {
   private handlers: Parameters<EventBus['subscribe']>[0] | undefined;
   private wasConnected = false;
   private readonly heartbeatIntervalMs: number;
+  private readonly channel: string;
   private readonly heartbeatTimer: NodeJS.Timeout;
   /** performance.now() when our own heartbeat last came back (or the subscription was made). */
   private lastHeartbeatAt = -Infinity;
@@ -75,6 +76,7 @@ export class RedisEventBus implements EventBus {
     options: RedisEventBusOptions = {},
   ) {
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? 1000;
+    this.channel = options.channel ?? 'keystone-gateway:events';
     const connectionOptions = {
       // Fail fast rather than queue: a node that cannot publish falls back to the database.
       enableOfflineQueue: false,
@@ -89,7 +91,7 @@ export class RedisEventBus implements EventBus {
     for (const connection of [this.publisher, this.subscriber]) connection.on('error', () => {});
     this.subscriber.on('message', (_channel: string, raw: string) => this.receive(raw));
     this.subscriber.on('ready', () => {
-      this.subscriber.subscribe(CHANNEL).then(
+      this.subscriber.subscribe(this.channel).then(
         () => {
           if (this.wasConnected) this.log.info({}, 'Redis is back: catching up from the database');
           this.wasConnected = true;
@@ -126,12 +128,12 @@ export class RedisEventBus implements EventBus {
       return;
     }
     if (this.publisher.status !== 'ready') return;
-    this.publisher.publish(CHANNEL, JSON.stringify({ type: 'heartbeat', node: this.node })).catch(() => {});
+    this.publisher.publish(this.channel, JSON.stringify({ type: 'heartbeat', node: this.node })).catch(() => {});
   }
 
   publish(message: ClusterMessage): void {
     if (this.publisher.status !== 'ready') return;
-    this.publisher.publish(CHANNEL, JSON.stringify({ ...message, node: this.node })).catch(() => {});
+    this.publisher.publish(this.channel, JSON.stringify({ ...message, node: this.node })).catch(() => {});
   }
 
   subscribe(handlers: Parameters<EventBus['subscribe']>[0]): void {

@@ -45,3 +45,28 @@ t.test('a silent partition from Redis (connections open, nothing answers) is not
   peer.publish({ type: 'keys-changed' });
   await waitFor(async () => received.some((message) => message.type === 'keys-changed'), 'messages to flow again', 5_000);
 });
+
+t.test('deployments sharing one Redis on different REDIS_EVENTS_CHANNEL values do not hear each other', async (t) => {
+  const suffix = Math.random().toString(36).slice(2);
+  const quiet = recordingLog().log;
+  const [first, sameDeployment, otherDeployment] = [`a-${suffix}`, `a-${suffix}`, `b-${suffix}`].map((channel) => new RedisEventBus(TEST_REDIS_URL, quiet, { channel }));
+  t.teardown(async () => {
+    for (const bus of [first, sameDeployment, otherDeployment]) await bus!.close();
+  });
+  const heard = { same: [] as ClusterMessage[], other: [] as ClusterMessage[] };
+  let subscribed = 0;
+  first!.subscribe({ message: () => {}, reconnected: () => subscribed++ });
+  sameDeployment!.subscribe({ message: (message) => heard.same.push(message), reconnected: () => subscribed++ });
+  otherDeployment!.subscribe({ message: (message) => heard.other.push(message), reconnected: () => subscribed++ });
+  await waitFor(async () => subscribed === 3, 'three subscriptions', 10_000);
+
+  first!.publish({ type: 'changed' });
+  await waitFor(async () => heard.same.length > 0, 'the node of the same deployment to hear it', 5_000);
+  // A marker published on b after a's message: once b hears it, a's message would have arrived before.
+  const marker = new RedisEventBus(TEST_REDIS_URL, quiet, { channel: `b-${suffix}` });
+  t.teardown(() => marker.close());
+  marker.subscribe({ message: () => {}, reconnected: () => marker.publish({ type: 'revoked', eventId: 1 }) });
+  await waitFor(async () => heard.other.length > 0, 'the other deployment to hear its own marker', 5_000);
+  t.same(heard.same, [{ type: 'changed' }], 'same channel: heard');
+  t.same(heard.other, [{ type: 'revoked', eventId: 1 }], 'the other channel heard only its own deployment');
+});
