@@ -11,8 +11,11 @@ export interface Config {
   /** True when PUBLIC_URL was given: links then ignore the request's Host header. */
   publicUrlFixed: boolean;
   databaseUrl: string | undefined;
-  /** Bounds on waiting for PostgreSQL (DATABASE_*_TIMEOUT_MS): past them a request fails with 503. */
-  database: { connectTimeoutMs: number; acquireTimeoutMs: number; queryTimeoutMs: number };
+  /**
+   * Bounds on waiting for PostgreSQL (DATABASE_*_TIMEOUT_MS): past them a request fails with 503;
+   * poolSize (DATABASE_POOL_SIZE): connections per process (the embedded database has one).
+   */
+  database: { connectTimeoutMs: number; acquireTimeoutMs: number; queryTimeoutMs: number; poolSize: number };
   /** With Redis: how often each process also reads new revocation events from the database (0: never). */
   revocationPollIntervalMs: number;
   dataDir: string;
@@ -245,6 +248,7 @@ export function loadConfig(env: Environment = process.env): Config {
       connectTimeoutMs: integer(env, 'DATABASE_CONNECT_TIMEOUT_MS', 3000, 100, 600_000),
       acquireTimeoutMs: integer(env, 'DATABASE_ACQUIRE_TIMEOUT_MS', 5000, 100, 600_000),
       queryTimeoutMs: integer(env, 'DATABASE_QUERY_TIMEOUT_MS', 5000, 0, 3_600_000),
+      poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
     },
     revocationPollIntervalMs: integer(env, 'REVOCATION_POLL_INTERVAL_MS', 2000, 0, 3_600_000),
     dataDir,

@@ -220,13 +220,13 @@ t.test('upstream circuits and metrics access', async (t) => {
 
 t.test('database bounds and revocation polling', async (t) => {
   const defaults = loadConfig({});
-  t.same(defaults.database, { connectTimeoutMs: 3000, acquireTimeoutMs: 5000, queryTimeoutMs: 5000 });
+  t.same(defaults.database, { connectTimeoutMs: 3000, acquireTimeoutMs: 5000, queryTimeoutMs: 5000, poolSize: 10 });
   t.equal(defaults.revocationPollIntervalMs, 2000);
   t.match(
-    loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '1000', DATABASE_ACQUIRE_TIMEOUT_MS: '1500', DATABASE_QUERY_TIMEOUT_MS: '0', REVOCATION_POLL_INTERVAL_MS: '0' }),
-    { database: { connectTimeoutMs: 1000, acquireTimeoutMs: 1500, queryTimeoutMs: 0 }, revocationPollIntervalMs: 0 },
+    loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '1000', DATABASE_ACQUIRE_TIMEOUT_MS: '1500', DATABASE_QUERY_TIMEOUT_MS: '0', DATABASE_POOL_SIZE: '3', REVOCATION_POLL_INTERVAL_MS: '0' }),
+    { database: { connectTimeoutMs: 1000, acquireTimeoutMs: 1500, queryTimeoutMs: 0, poolSize: 3 }, revocationPollIntervalMs: 0 },
   );
-  for (const environment of [{ DATABASE_CONNECT_TIMEOUT_MS: '0' }, { DATABASE_ACQUIRE_TIMEOUT_MS: 'soon' }, { DATABASE_QUERY_TIMEOUT_MS: '-5' }, { REVOCATION_POLL_INTERVAL_MS: '1.5' }]) {
+  for (const environment of [{ DATABASE_CONNECT_TIMEOUT_MS: '0' }, { DATABASE_ACQUIRE_TIMEOUT_MS: 'soon' }, { DATABASE_QUERY_TIMEOUT_MS: '-5' }, { DATABASE_POOL_SIZE: '0' }, { REVOCATION_POLL_INTERVAL_MS: '1.5' }]) {
     const name = Object.keys(environment)[0]!;
     t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${Object.values(environment)[0]}`);
   }
