@@ -76,3 +76,18 @@ t.test('LoadingCache: concurrent misses share one load; a load that straddles a 
   t.equal(await cache.get('k', load), 4);
   t.equal(await cache.get('k', load), 5, 'nothing is cached while caches are not trusted');
 });
+
+t.test('GenerationCache: eviction keeps taking the oldest entry through deletes, refreshes and an emptied map', async (t) => {
+  const cache = new GenerationCache<number, number>(3, () => 0);
+  for (let key = 0; key < 3; key++) cache.set(key, key, 0);
+  cache.set(3, 3, 0);
+  t.same([0, 1, 2, 3].map((key) => cache.lastKnown(key)), [undefined, 1, 2, 3], 'first in, first out');
+  cache.delete(1);
+  cache.set(1, 10, 0); // re-added: now the newest
+  cache.set(4, 4, 0);
+  t.same([1, 2, 3, 4].map((key) => cache.lastKnown(key)), [10, undefined, 3, 4], 'a re-added key is newest; the oldest went');
+  for (const key of [1, 3, 4]) cache.delete(key);
+  t.equal(cache.size, 0);
+  for (let key = 5; key < 10; key++) cache.set(key, key, 0);
+  t.same([5, 6, 7, 8, 9].map((key) => cache.lastKnown(key)), [undefined, undefined, 7, 8, 9], 'after emptying, eviction still takes the oldest');
+});
