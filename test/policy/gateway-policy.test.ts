@@ -398,6 +398,44 @@ t.test('decision cache', async (t) => {
     t.equal(policy.decide(request({ ...member, path: '/v1/p-other/things/a/b' })).allowed, false, 'owner before **, other project');
   });
 
+  t.test('lines on one path shape with different owner placeholders are told apart', async (t) => {
+    const directory = policyDirectory(t, {
+      'demo.csv': ruleFile(
+        'p, member, project, /v1/{project_id}/x, GET, allow',
+        'p, reader, *, /v1/{user_id}/x, GET, allow',
+        'p, auditor, *, /v1/*/x, GET, allow',
+        'p, member, project, /v1/{project_id}/x/{user_id}, GET, allow',
+        'p, member, project, /v1/{user_id}/x/{project_id}, GET, allow',
+      ),
+    });
+    const cached = await GatewayPolicy.load(directory);
+    const uncached = await GatewayPolicy.load(directory, { decisionCacheSize: 0 });
+    const ids = ['p-own', 'u-own', 'other', 'same'];
+    const roleSets = [['member'], ['reader'], ['auditor'], ['member', 'reader']];
+    let mismatches = 0;
+    let allowed = 0;
+    let asked = 0;
+    for (const roles of roleSets) {
+      for (const projectId of ['p-own', 'same']) {
+        for (const userId of ['u-own', 'same']) {
+          for (const first of ids) {
+            for (const path of [`/v1/${first}/x`, ...ids.map((second) => `/v1/${first}/x/${second}`)]) {
+              const input = request({ roles, projectId, userId, path });
+              const expected = JSON.stringify(uncached.decide(input));
+              // Twice: the second answer comes from the cache.
+              if (JSON.stringify(cached.decide(input)) !== expected || JSON.stringify(cached.decide(input)) !== expected) mismatches++;
+              if (uncached.decide(input).allowed) allowed++;
+              asked++;
+            }
+          }
+        }
+      }
+    }
+    t.equal(mismatches, 0, 'cached decisions equal uncached ones');
+    t.ok(allowed > 20 && allowed < asked - 20, `both outcomes exercised (${allowed} of ${asked} allowed)`);
+    t.ok(cached.cachedDecisions < asked / 4, `entries are per owner outcome, not per path (${cached.cachedDecisions} for ${asked} requests)`);
+  });
+
   t.test('a matcher that reads the path itself keys the cache by the concrete request', async (t) => {
     const model = shippedModel.replace('&& pathMatch(r.obj, p.obj, r.project, r.user)', '&& pathMatch(r.obj, p.obj, r.project, r.user) && r.project != "p-blocked"');
     t.not(model, shippedModel);
