@@ -1,11 +1,12 @@
 /**
  * The baseline a lean proxy achieves: node:http in front of an undici Pool, no authentication, no
- * policy, no logging. It forwards the way src/gateway/forwarder.ts does (same pool size, streamed
- * bodies, hop-by-hop headers dropped), so the gateway's extra cost per request is what the gateway
- * itself adds. Usage (spawned by processes.ts): bare-proxy.ts <upstream origin>.
+ * policy, no logging. It forwards the way src/gateway/forwarder.ts does (same pool size, undici's
+ * dispatch() with a handler writing straight into the response, parser paused while the client's
+ * socket is full, hop-by-hop headers dropped), so the gateway's extra cost per request is what the
+ * gateway itself adds. Usage (spawned by processes.ts): bare-proxy.ts <upstream origin>.
  */
 import http from 'node:http';
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 
 const origin = process.argv[2];
 if (!origin) throw new Error('usage: bare-proxy.ts http://host:port');
@@ -15,35 +16,70 @@ const pool = new Pool(origin, { connections: 128, keepAliveTimeout: 30_000 });
 const upstreamHost = new URL(origin).host;
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'upgrade', 'trailer', 'te', 'host']);
 
-function forwardable(headers: http.IncomingHttpHeaders): Record<string, string | string[]> {
-  const result: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) result[name] = value;
+/** One exchange's undici handler (a class: tsx names every arrow stored under a key, per call). */
+class Exchange {
+  private abort: ((reason?: Error) => void) | undefined;
+  private resume: (() => void) | undefined;
+  private completed = false;
+  private started = false;
+
+  constructor(private readonly response: http.ServerResponse) {
+    response.once('close', () => {
+      if (!this.completed) this.abort?.();
+    });
   }
-  return result;
+
+  onConnect(abort: (reason?: Error) => void): void {
+    this.abort = abort;
+  }
+
+  onHeaders(status: number, raw: Buffer[], resume: () => void): boolean {
+    if (status < 200) return true;
+    this.resume = resume;
+    const headers: string[] = [];
+    for (let index = 0; index < raw.length; index += 2) {
+      const name = raw[index]!.toString('latin1').toLowerCase();
+      if (!HOP_BY_HOP.has(name)) headers.push(name, raw[index + 1]!.toString('latin1'));
+    }
+    this.started = true;
+    this.response.writeHead(status, headers);
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.response.write(chunk)) return true;
+    this.response.once('drain', () => this.resume?.());
+    return false;
+  }
+
+  onComplete(): void {
+    this.completed = true;
+    this.response.end();
+  }
+
+  onError(): void {
+    this.completed = true;
+    if (this.started) this.response.destroy();
+    else this.response.writeHead(502, { 'content-type': 'application/json' }).end('{"error":"bad gateway"}');
+  }
 }
 
-async function proxy(request: http.IncomingMessage, response: http.ServerResponse): Promise<void> {
+function proxy(request: http.IncomingMessage, response: http.ServerResponse): void {
   const hasBody = request.headers['content-length'] !== undefined ? request.headers['content-length'] !== '0' : request.headers['transfer-encoding'] !== undefined;
-  const upstream = await pool.request({
-    path: request.url ?? '/',
-    method: (request.method ?? 'GET') as 'GET',
-    headers: { ...forwardable(request.headers), host: upstreamHost },
-    body: hasBody ? request : null,
-  });
-  response.writeHead(upstream.statusCode, forwardable(upstream.headers as http.IncomingHttpHeaders));
-  for await (const chunk of upstream.body) {
-    if (!response.write(chunk)) await new Promise((resolve) => response.once('drain', resolve));
+  const headers: (string | string[])[] = [];
+  const incoming = request.headers;
+  for (const name of Object.keys(incoming)) {
+    const value = incoming[name];
+    if (value !== undefined && !HOP_BY_HOP.has(name)) headers.push(name, value);
   }
-  response.end();
+  headers.push('host', upstreamHost);
+  pool.dispatch(
+    { path: request.url ?? '/', method: (request.method ?? 'GET') as Dispatcher.HttpMethod, headers: headers as string[], body: hasBody ? request : null },
+    new Exchange(response) as unknown as Dispatcher.DispatchHandler,
+  );
 }
 
-const server = http.createServer((request, response) => {
-  proxy(request, response).catch(() => {
-    if (response.headersSent) response.destroy();
-    else response.writeHead(502, { 'content-type': 'application/json' }).end('{"error":"bad gateway"}');
-  });
-});
+const server = http.createServer(proxy);
 server.keepAliveTimeout = 72_000; // as the service's
 
 server.listen(0, '127.0.0.1', () => {

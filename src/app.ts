@@ -260,6 +260,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         bodyTimeoutMs: config.upstreamResponseTimeoutMs,
         connectionsPerUpstream: config.upstreamConnections,
         circuit: { failureThreshold: config.upstreamCircuitFailures, openMs: config.upstreamCircuitOpenMs },
+        trustedProxies: config.trustedProxies,
       },
       log,
       () => sync.generation,

@@ -12,8 +12,9 @@ import type { GatewayPolicy } from '../policy/gateway-policy.ts';
 import type { TokenContext, TokenService } from '../token/token-service.ts';
 import { accessRulesAllow } from './access-rules.ts';
 import { UpstreamCircuits, type CircuitOptions, type CircuitState } from './circuit-breaker.ts';
+import { networkMatcher, unmappedAddress } from '../network-matcher.ts';
 import { Forwarder, type ForwarderOptions, type ForwardResult } from './forwarder.ts';
-import { forwardableHeaders, identityHeaders, type HeaderMap } from './identity-headers.ts';
+import { forwardableHeaders, identityHeaderList } from './identity-headers.ts';
 import { canonicalizeTarget, type CanonicalTarget } from './path.ts';
 import { joinPath, type Upstream, type UpstreamDirectory } from './upstreams.ts';
 
@@ -30,6 +31,12 @@ export interface GatewayOptions extends ForwarderOptions {
   serviceCatalogHeader: boolean;
   /** Per-upstream circuit breaker (UPSTREAM_CIRCUIT_*). */
   circuit: CircuitOptions;
+  /**
+   * TRUSTED_PROXIES: addresses and CIDR blocks of the load balancers in front of us. Only a request
+   * whose socket peer is one of them has its X-Forwarded-For chain kept (and extended) and its
+   * X-Forwarded-Proto / X-Forwarded-Host believed; anyone else's are replaced.
+   */
+  trustedProxies?: readonly string[];
 }
 
 interface Logger {
@@ -54,6 +61,9 @@ export interface GatewayInstruments {
 export interface GatewayDenialSink {
   denied(request: IncomingMessage, audit: Readonly<AuditRecord>): void;
 }
+
+/** A Host header safe to build our public base URL from. */
+const VALID_HOST = /^[A-Za-z0-9.\-:[\]]+$/;
 
 const METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const DENIED = 'You are not authorized to perform the requested action.';
@@ -93,10 +103,12 @@ interface Authorization {
 export class Gateway implements GatewayExplainer {
   private readonly forwarder: Forwarder;
   private readonly catalogHeaders: GenerationCache<string, string>;
-  private readonly identityHeaderCache = new WeakMap<TokenContext, HeaderMap>();
+  private readonly identityHeaderCache = new WeakMap<TokenContext, string[]>();
   private readonly subjectCache = new WeakMap<TokenContext, PolicySubject>();
   private readonly circuits: UpstreamCircuits;
   private readonly instruments: GatewayInstruments | undefined;
+  private readonly isTrustedProxy: (address: string) => boolean;
+  private readonly publicUrlIsHttps: boolean;
 
   constructor(
     private readonly tokens: TokenService,
@@ -113,6 +125,8 @@ export class Gateway implements GatewayExplainer {
     this.catalogHeaders = new GenerationCache(10_000, generation);
     this.circuits = new UpstreamCircuits(options.circuit, observers.clock ?? systemClock, log);
     this.instruments = observers.instruments;
+    this.isTrustedProxy = isTrustedProxyFunction(options.trustedProxies ?? []);
+    this.publicUrlIsHttps = options.publicUrl.startsWith('https:');
   }
 
   /** Each upstream origin that has had a connection failure, with its circuit's state. */
@@ -123,7 +137,8 @@ export class Gateway implements GatewayExplainer {
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const started = performance.now();
     const requestId = `req-${randomUUID()}`;
-    response.setHeader('x-openstack-request-id', requestId);
+    // X-OpenStack-Request-Id goes out with the upstream's headers (forwardTo) or with ours (fail):
+    // no setHeader() here, so writeHead keeps repeated upstream headers apart.
     const audit: AuditRecord = { request_id: requestId, method: request.method ?? '', path: '' };
     response.once('close', () => {
       const elapsed = performance.now() - started;
@@ -146,12 +161,12 @@ export class Gateway implements GatewayExplainer {
       const known = serviceErrorOf(error);
       if (known) {
         audit.reason ??= known.message;
-        this.fail(request, response, statusOf(known), known.message);
+        this.fail(request, response, requestId, statusOf(known), known.message);
         return;
       }
       audit.reason = 'internal error';
       this.log.error({ err: loggableError(error), request_id: requestId }, 'gateway failure');
-      this.fail(request, response, 500, 'An unexpected error prevented the server from fulfilling your request.');
+      this.fail(request, response, requestId, 500, 'An unexpected error prevented the server from fulfilling your request.');
     }
   }
 
@@ -192,7 +207,7 @@ export class Gateway implements GatewayExplainer {
     if (!METHODS.has(method)) {
       response.setHeader('Allow', [...METHODS].join(', '));
       audit.reason = 'method not allowed';
-      return this.fail(request, response, 405, 'The method is not allowed for the requested URL.');
+      return this.fail(request, response, requestId, 405, 'The method is not allowed for the requested URL.');
     }
     const target = canonicalizeTarget(request.url ?? '');
     const serviceType = target.segments[0]!;
@@ -202,10 +217,13 @@ export class Gateway implements GatewayExplainer {
 
     const userToken = header(request, 'x-auth-token');
     if (!userToken) return this.unauthorized(request, response, audit, 'no token');
+    const serviceToken = header(request, 'x-service-token');
     let user: TokenContext;
     let service: TokenContext | undefined;
     try {
-      ({ user, service } = await this.tokens.validateWithServiceToken(userToken, header(request, 'x-service-token'), this.options.serviceTokenRoles));
+      // Without a service token validateWithServiceToken() is validate(): one async step fewer.
+      if (serviceToken === undefined) user = await this.tokens.validate(userToken);
+      else ({ user, service } = await this.tokens.validateWithServiceToken(userToken, serviceToken, this.options.serviceTokenRoles));
     } catch (error) {
       if (error instanceof ServiceError && !(error instanceof ValidationError) && error.kind !== 'unavailable') {
         return this.unauthorized(request, response, audit, 'invalid token');
@@ -217,7 +235,7 @@ export class Gateway implements GatewayExplainer {
     if (user.scope.type === 'project') audit.project_id = user.scope.project.id;
     if (user.scope.type === 'unscoped') return this.unauthorized(request, response, audit, 'unscoped token');
 
-    const upstream = await this.upstreams.resolve(serviceType);
+    const upstream = this.upstreams.resolveCached(serviceType) ?? (await this.upstreams.resolve(serviceType));
     if (!upstream) {
       audit.reason = 'no internal endpoint';
       throw new NotFoundError(`Could not find an internal endpoint for service type: ${serviceType}.`);
@@ -238,11 +256,12 @@ export class Gateway implements GatewayExplainer {
       audit.reason = 'upstream circuit open';
       this.instruments?.upstreamError(serviceType, 'circuit_open');
       response.setHeader('Retry-After', String(admission.retryAfterSeconds));
-      return this.fail(request, response, 502, CIRCUIT_OPEN);
+      return this.fail(request, response, audit.request_id, 502, CIRCUIT_OPEN);
     }
     let result: ForwardResult | undefined;
     try {
-      result = await this.forwardTo(request, response, upstream, serviceType, target, rest, requestId, user, service);
+      const catalogHeader = this.options.serviceCatalogHeader ? await this.catalogHeader(user) : undefined;
+      result = await this.forwardTo(request, response, upstream, serviceType, target, rest, requestId, user, service, catalogHeader);
     } finally {
       // A trial that threw before learning anything must not hold the half-open circuit forever.
       if (result === undefined) this.circuits.released(upstream.origin, admission);
@@ -258,11 +277,11 @@ export class Gateway implements GatewayExplainer {
       this.instruments?.upstreamError(serviceType, result.failure.kind);
     }
     return result.failure.kind === 'timeout'
-      ? this.fail(request, response, 504, 'The service behind the gateway did not answer in time.')
-      : this.fail(request, response, 502, 'The service behind the gateway could not be reached.');
+      ? this.fail(request, response, requestId, 504, 'The service behind the gateway did not answer in time.')
+      : this.fail(request, response, requestId, 502, 'The service behind the gateway could not be reached.');
   }
 
-  private async forwardTo(
+  private forwardTo(
     request: IncomingMessage,
     response: ServerResponse,
     upstream: Upstream,
@@ -272,20 +291,44 @@ export class Gateway implements GatewayExplainer {
     requestId: string,
     user: TokenContext,
     service: TokenContext | undefined,
+    catalogHeader: string | undefined,
   ): Promise<ForwardResult> {
-    const publicBase = this.publicBase(request);
     const headers = forwardableHeaders(request.headers);
-    Object.assign(headers, this.identityHeadersOf(user, service));
-    if (this.options.serviceCatalogHeader) headers['x-service-catalog'] = await this.catalogHeader(user);
-    headers.host = upstream.host;
-    headers['x-forwarded-for'] = request.socket.remoteAddress ?? '';
-    headers['x-forwarded-proto'] = publicBase.startsWith('https:') ? 'https' : 'http';
-    headers['x-forwarded-host'] = header(request, 'host') ?? '';
-    headers['x-openstack-request-id'] = requestId;
+    const identity = this.identityHeadersOf(user, service);
+    for (let index = 0; index < identity.length; index++) headers.push(identity[index]!);
+    if (catalogHeader !== undefined) headers.push('x-service-catalog', catalogHeader);
+    const host = header(request, 'host');
+    const peer = unmappedAddress(request.socket.remoteAddress ?? '');
+    if (this.isTrustedProxy(peer)) {
+      // Behind our own load balancer: its chain is kept and extended, its scheme and host believed.
+      const chain = header(request, 'x-forwarded-for');
+      headers.push(
+        'x-forwarded-for',
+        chain ? `${chain}, ${peer}` : peer,
+        'x-forwarded-proto',
+        header(request, 'x-forwarded-proto') ?? this.forwardedProto(host),
+        'x-forwarded-host',
+        header(request, 'x-forwarded-host') ?? host ?? '',
+      );
+    } else {
+      // Anyone else: whatever the client wrote is replaced (forwardableHeaders dropped it).
+      headers.push('x-forwarded-for', peer, 'x-forwarded-proto', this.forwardedProto(host), 'x-forwarded-host', host ?? '');
+    }
+    headers.push('host', upstream.host, 'x-openstack-request-id', requestId);
     const upstreamPath = joinPath(upstream, rest.encodedPath) + (target.query ? `?${target.query}` : '');
-    return this.forwarder.forward(request, response, { origin: upstream.origin, path: upstreamPath, headers }, (location) =>
-      rewriteLocation(location, upstream, rest.encodedPath, `${publicBase}/${encodeURIComponent(serviceType)}`),
+    return this.forwarder.forward(
+      request,
+      response,
+      { origin: upstream.origin, path: upstreamPath, headers, responseHeaders: ['x-openstack-request-id', requestId] },
+      (location) => rewriteLocation(location, upstream, rest.encodedPath, `${this.publicBase(request)}/${encodeURIComponent(serviceType)}`),
     );
+  }
+
+  /** The scheme of publicBase(request), without building it. */
+  private forwardedProto(host: string | undefined): 'http' | 'https' {
+    if (!this.publicUrlIsHttps) return 'http';
+    if (this.options.publicUrlFixed) return 'https';
+    return host && VALID_HOST.test(host) ? 'http' : 'https';
   }
 
   /**
@@ -321,11 +364,11 @@ export class Gateway implements GatewayExplainer {
   }
 
   /** A validated token's identity headers, built once: the validation cache hands back the same context. */
-  private identityHeadersOf(user: TokenContext, service: TokenContext | undefined): HeaderMap {
-    if (service) return identityHeaders(user, service);
+  private identityHeadersOf(user: TokenContext, service: TokenContext | undefined): string[] {
+    if (service) return identityHeaderList(user, service);
     let headers = this.identityHeaderCache.get(user);
     if (!headers) {
-      headers = identityHeaders(user, undefined);
+      headers = identityHeaderList(user, undefined);
       this.identityHeaderCache.set(user, headers);
     }
     return headers;
@@ -333,16 +376,17 @@ export class Gateway implements GatewayExplainer {
 
   private unauthorized(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, reason: string): void {
     audit.reason = reason;
-    this.fail(request, response, 401, AuthenticationError.GENERIC);
+    this.fail(request, response, audit.request_id, 401, AuthenticationError.GENERIC);
   }
 
-  private fail(request: IncomingMessage, response: ServerResponse, status: number, message: string): void {
+  private fail(request: IncomingMessage, response: ServerResponse, requestId: string, status: number, message: string): void {
     if (response.headersSent) {
       response.destroy();
       return;
     }
     const body = JSON.stringify({ error: { code: status, title: STATUS_CODES[status] ?? 'Error', message } });
     response.statusCode = status;
+    response.setHeader('x-openstack-request-id', requestId);
     if (status === 401) response.setHeader('WWW-Authenticate', `Keystone uri="${this.publicBase(request)}/v3"`);
     response.setHeader('Content-Type', 'application/json');
     response.setHeader('Content-Length', Buffer.byteLength(body));
@@ -354,7 +398,7 @@ export class Gateway implements GatewayExplainer {
   private publicBase(request: IncomingMessage): string {
     if (this.options.publicUrlFixed) return this.options.publicUrl;
     const host = header(request, 'host');
-    return host && /^[A-Za-z0-9.\-:[\]]+$/.test(host) ? `http://${host}` : this.options.publicUrl;
+    return host && VALID_HOST.test(host) ? `http://${host}` : this.options.publicUrl;
   }
 
   /** keystonemiddleware's X-Service-Catalog: the token's catalog in the v2 shape, per project. */
@@ -396,14 +440,25 @@ function header(request: IncomingMessage, name: string): string | undefined {
   return typeof value === 'string' && value.length > 0 ? value : undefined;
 }
 
-/** The canonical path after /{service_type}: decoded for policy, encoded for forwarding. */
+/**
+ * The canonical path after /{service_type}: decoded for policy, encoded for forwarding. A decoded
+ * segment never contains '/' (canonicalizeTarget refuses it), so the first '/' after the leading one
+ * ends the service type in both forms.
+ */
 function restOf(target: CanonicalTarget): { path: string; encodedPath: string } {
-  const restSegments = target.segments.slice(1);
+  const prefixEnd = target.path.indexOf('/', 1);
   const encodedPrefixEnd = target.encodedPath.indexOf('/', 1);
   return {
-    path: restSegments.length ? `/${restSegments.join('/')}` : '/',
+    path: prefixEnd === -1 ? '/' : target.path.slice(prefixEnd),
     encodedPath: encodedPrefixEnd === -1 ? '/' : target.encodedPath.slice(encodedPrefixEnd),
   };
+}
+
+/** TRUSTED_PROXIES as a test of a (plain, unmapped) peer address; nothing is trusted when empty. */
+export function isTrustedProxyFunction(trustedProxies: readonly string[]): (address: string) => boolean {
+  if (trustedProxies.length === 0) return () => false;
+  const matches = networkMatcher(trustedProxies);
+  return (address) => matches(address);
 }
 
 /** Absolute or path-only Location headers that point at the upstream point at the gateway instead. */

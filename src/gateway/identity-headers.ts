@@ -52,15 +52,30 @@ const NOT_FORWARDED: ReadonlySet<string> = new Set([
 
 export type HeaderMap = Record<string, string | string[]>;
 
-/** Copies the client's headers minus forgeable identity headers and hop-by-hop ones. */
-export function forwardableHeaders(incoming: Record<string, string | string[] | undefined>): HeaderMap {
-  const headers: HeaderMap = {};
-  for (const [name, value] of Object.entries(incoming)) {
-    if (value === undefined) continue;
-    if (FORGEABLE_HEADERS.has(name) || NOT_FORWARDED.has(name)) continue;
-    headers[name] = value;
+/** Every header name a client's request never passes on with: the forgeable and the hop-by-hop ones. */
+const DROPPED: ReadonlySet<string> = new Set([...FORGEABLE_HEADERS, ...NOT_FORWARDED]);
+
+/**
+ * The client's headers minus forgeable identity headers and hop-by-hop ones, as a flat
+ * [name, value, …] list (undici takes it as is; no object is built per request).
+ */
+export function forwardableHeaders(incoming: Record<string, string | string[] | undefined>): (string | string[])[] {
+  const headers: (string | string[])[] = [];
+  const names = Object.keys(incoming);
+  for (let index = 0; index < names.length; index++) {
+    const name = names[index]!;
+    const value = incoming[name];
+    if (value === undefined || DROPPED.has(name)) continue;
+    headers.push(name, value);
   }
   return headers;
+}
+
+/** identityHeaders() as a flat [name, value, …] list. */
+export function identityHeaderList(user: TokenContext, service: TokenContext | undefined): string[] {
+  const list: string[] = [];
+  for (const [name, value] of Object.entries(identityHeaders(user, service))) list.push(name, value as string);
+  return list;
 }
 
 /** The headers keystonemiddleware would set for this user token (and service token, if any). */

@@ -47,6 +47,14 @@ export class UpstreamDirectory {
     }
   }
 
+  /**
+   * resolve() without a promise when the table is current and has `serviceType` (the hot path);
+   * undefined otherwise: then call resolve().
+   */
+  resolveCached(serviceType: string): Upstream | undefined {
+    return this.table !== undefined && this.tableGeneration === this.options.generation() ? this.table.get(serviceType) : undefined;
+  }
+
   /** True when the last table read has `serviceType` (no load: for labelling metrics of any request). */
   known(serviceType: string): boolean {
     return this.table?.has(serviceType) ?? false;
