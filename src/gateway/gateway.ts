@@ -125,7 +125,7 @@ export class Gateway implements GatewayExplainer {
     this.catalogHeaders = new GenerationCache(10_000, generation);
     this.circuits = new UpstreamCircuits(options.circuit, observers.clock ?? systemClock, log);
     this.instruments = observers.instruments;
-    this.isTrustedProxy = isTrustedProxyFunction(options.trustedProxies ?? []);
+    this.isTrustedProxy = networkMatcher(options.trustedProxies ?? []);
     this.publicUrlIsHttps = options.publicUrl.startsWith('https:');
   }
 
@@ -452,13 +452,6 @@ function restOf(target: CanonicalTarget): { path: string; encodedPath: string } 
     path: prefixEnd === -1 ? '/' : target.path.slice(prefixEnd),
     encodedPath: encodedPrefixEnd === -1 ? '/' : target.encodedPath.slice(encodedPrefixEnd),
   };
-}
-
-/** TRUSTED_PROXIES as a test of a (plain, unmapped) peer address; nothing is trusted when empty. */
-export function isTrustedProxyFunction(trustedProxies: readonly string[]): (address: string) => boolean {
-  if (trustedProxies.length === 0) return () => false;
-  const matches = networkMatcher(trustedProxies);
-  return (address) => matches(address);
 }
 
 /** Absolute or path-only Location headers that point at the upstream point at the gateway instead. */

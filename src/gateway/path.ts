@@ -44,12 +44,13 @@ export function canonicalizeTarget(target: string): CanonicalTarget {
   const questionMark = target.indexOf('?');
   const rawPath = questionMark === -1 ? target : target.slice(0, questionMark);
   const query = questionMark === -1 ? '' : target.slice(questionMark + 1);
-  // Nearly every path: no %-encoding and nothing to encode (so nothing RAW_FORBIDDEN matches).
-  // Decoding is then the identity and encoding too: the same walk without either.
-  const plain = PLAIN_PATH.test(rawPath);
-  if (!plain && RAW_FORBIDDEN.test(rawPath)) throw invalid('it contains a character or encoding that is not allowed');
+  // Nearly every path is already canonical: nothing to decode or encode (so nothing RAW_FORBIDDEN
+  // matches), no empty segment and none starting with '.'. It is its own result; any other path
+  // takes the walk below, which gives the same result for these.
+  const canonical = PLAIN_PATH.test(rawPath) && !rawPath.includes('//') && !rawPath.includes('/.');
+  if (!canonical && RAW_FORBIDDEN.test(rawPath)) throw invalid('it contains a character or encoding that is not allowed');
   if (CONTROL.test(query)) throw invalid('the query contains a control character');
-  if (plain) return plainTarget(rawPath, query);
+  if (canonical) return { segments: rawPath.length === 1 ? [] : rawPath.slice(1).split('/'), path: rawPath, encodedPath: rawPath, query };
 
   const parts = rawPath.split('/');
   const trailingSlash = parts.length > 1 && parts[parts.length - 1] === '';
@@ -80,30 +81,6 @@ export function canonicalizeTarget(target: string): CanonicalTarget {
 
 // pchars and '/': no '%', backslash, ';' or control character, and no character that needs encoding.
 const PLAIN_PATH = /^[A-Za-z0-9\-._~!$&'()*+,=:@/]*$/;
-
-/** canonicalizeTarget for a PLAIN_PATH path: rules 4 and 5 only. */
-function plainTarget(rawPath: string, query: string): CanonicalTarget {
-  // No empty segment and none starting with '.': the path is already canonical.
-  if (!rawPath.includes('//') && !rawPath.includes('/.')) {
-    return { segments: rawPath.length === 1 ? [] : rawPath.slice(1).split('/'), path: rawPath, encodedPath: rawPath, query };
-  }
-  const parts = rawPath.split('/');
-  const trailingSlash = parts.length > 1 && parts[parts.length - 1] === '';
-  const segments: string[] = [];
-  for (let index = 0; index < parts.length; index++) {
-    const part = parts[index]!;
-    if (part === '' || part === '.') continue;
-    if (part === '..') {
-      if (segments.length === 0) throw invalid("'..' leads above the root");
-      segments.pop();
-      continue;
-    }
-    segments.push(part);
-  }
-  if (trailingSlash && segments.length > 0) segments.push('');
-  const path = `/${segments.join('/')}`;
-  return { segments, path, encodedPath: path, query };
-}
 
 const PCHARS_ONLY = /^[A-Za-z0-9\-._~!$&'()*+,=:@]*$/;
 

@@ -86,6 +86,7 @@ t.test('METRICS_ALLOWED_NETWORKS matching: socket peers against addresses and CI
   t.notOk(loopback('10.0.0.1'));
   t.notOk(loopback(undefined));
   t.notOk(loopback('not-an-address'));
+  t.notOk(loopback(''), 'no peer (the socket is already gone)');
   const mixed = networkMatcher(['10.1.0.0/16', '192.0.2.7', 'fd00::/8']);
   t.ok(mixed('10.1.255.255'));
   t.notOk(mixed('10.2.0.1'));
