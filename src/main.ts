@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { pino, type Logger } from 'pino';
 import { buildApplication, type Application } from './app.ts';
 import { bootstrap, type BootstrapResult } from './bootstrap.ts';
-import { WorkerEventBus, WorkerSupervisor } from './cluster.ts';
+import { WorkerEventBus, WorkerSupervisor, workerHeapFlags } from './cluster.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { DataDirectoryLockedError } from './store/embedded.ts';
 
@@ -53,10 +53,11 @@ async function runPrimary(config: Config, log: Logger): Promise<void> {
   } finally {
     await app.close();
   }
-  const supervisor = new WorkerSupervisor({ workers: config.workers, shutdownTimeoutMs: config.shutdownTimeoutMs, log });
+  const workerExecArgv = workerHeapFlags(config.workerHeap);
+  const supervisor = new WorkerSupervisor({ workers: config.workers, shutdownTimeoutMs: config.shutdownTimeoutMs, log, workerExecArgv });
   stopOnSignals(log, () => supervisor.stop());
   const port = await supervisor.start();
-  log.info({ database: 'PostgreSQL', url: config.publicUrl, workers: config.workers }, `keystone-gateway listening on http://${config.host}:${port}`);
+  log.info({ database: 'PostgreSQL', url: config.publicUrl, workers: config.workers, workerNodeFlags: workerExecArgv }, `keystone-gateway listening on http://${config.host}:${port}`);
   printLoginHint(config, result);
 }
 

@@ -175,6 +175,18 @@ t.test('workers and shutdown', async (t) => {
   }
 });
 
+t.test('list page size and worker heap limits', async (t) => {
+  const defaults = loadConfig({});
+  t.equal(defaults.listPageSize, 1000);
+  t.same(defaults.workerHeap, { maxOldSpaceMb: 0, maxSemiSpaceMb: 0 });
+  t.equal(loadConfig({ LIST_PAGE_SIZE: '50' }).listPageSize, 50);
+  t.same(loadConfig({ WORKER_MAX_OLD_SPACE_MB: '160', WORKER_MAX_SEMI_SPACE_MB: '16' }).workerHeap, { maxOldSpaceMb: 160, maxSemiSpaceMb: 16 });
+  for (const environment of [{ LIST_PAGE_SIZE: '0' }, { LIST_PAGE_SIZE: 'all' }, { WORKER_MAX_OLD_SPACE_MB: '-1' }, { WORKER_MAX_SEMI_SPACE_MB: '2048' }]) {
+    const name = Object.keys(environment)[0]!;
+    t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${Object.values(environment)[0]}`);
+  }
+});
+
 t.test('KEY_ENCRYPTION_KEY: 32 bytes in base64 or base64url, never echoed when wrong', async (t) => {
   const defaults = loadConfig({});
   t.equal(defaults.keyEncryptionKey, undefined, 'unset: keys stay in files');

@@ -9,6 +9,7 @@ import {
   type RoleRow,
 } from '../store/entities.ts';
 import { stringConditions, type StringMatch } from '../store/filters.ts';
+import { after, orderByOf, type PageRequest, type SortKey } from '../store/keyset.ts';
 
 export type ActorType = 'user' | 'group';
 export type TargetType = 'project' | 'domain' | 'system';
@@ -27,6 +28,19 @@ export interface AssignmentQuery {
   targets?: { type: TargetType; ids: string[]; inherited?: boolean }[];
   inherited?: boolean;
 }
+
+/**
+ * The order of assignment lists: by target, users before groups, then actor and role; `inherited`
+ * last makes it total (it is the last column of the primary key).
+ */
+export const ASSIGNMENT_ORDER: readonly SortKey<AssignmentRow>[] = [
+  { property: 'targetType', column: 'target_type', direction: 'asc' },
+  { property: 'targetId', column: 'target_id', direction: 'asc' },
+  { property: 'actorType', column: 'actor_type', direction: 'desc' },
+  { property: 'actorId', column: 'actor_id', direction: 'asc' },
+  { property: 'roleId', column: 'role_id', direction: 'asc' },
+  { property: 'inherited', column: 'inherited', direction: 'asc' },
+];
 
 /** Storage of roles, role implications and role assignments. */
 export class AssignmentRepository {
@@ -52,7 +66,8 @@ export class AssignmentRepository {
     return em.findOne(ImpliedRoleEntity, { priorRoleId, impliedRoleId });
   }
 
-  findAssignments(em: EntityManager, query: AssignmentQuery): Promise<AssignmentRow[]> {
+  /** The assignments matching `query` in ASSIGNMENT_ORDER; with `page`, only that page of them. */
+  findAssignments(em: EntityManager, query: AssignmentQuery, page?: PageRequest<AssignmentRow>): Promise<AssignmentRow[]> {
     const and: Record<string, unknown>[] = [];
     if (query.actors) {
       and.push({ $or: query.actors.map((actor) => ({ actorType: actor.type, actorId: { $in: actor.ids } })) });
@@ -68,8 +83,7 @@ export class AssignmentRepository {
       });
     }
     if (query.inherited !== undefined) and.push({ inherited: query.inherited });
-    return em.find(AssignmentEntity, and.length ? { $and: and } : {}, {
-      orderBy: { targetType: 'asc', targetId: 'asc', actorType: 'desc', actorId: 'asc', roleId: 'asc' },
-    });
+    if (page?.after) and.push(after(ASSIGNMENT_ORDER, page.after));
+    return em.find(AssignmentEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(ASSIGNMENT_ORDER), ...(page ? { limit: page.limit } : {}) });
   }
 }

@@ -8,6 +8,7 @@ import { cleanOptions, type ResourceService } from '../resource/resource-service
 import type { EntityManager, Store } from '../store/database.ts';
 import { AssignmentEntity, ImpliedRoleEntity, RoleEntity, type AssignmentRow, type Json, type RoleRow } from '../store/entities.ts';
 import { isUniqueViolation, type StringMatch } from '../store/filters.ts';
+import { pagesOf, type Page } from '../store/keyset.ts';
 import {
   AssignmentRepository,
   SYSTEM_TARGET_ID,
@@ -322,22 +323,34 @@ export class AssignmentService {
 
   /** GET /v3/role_assignments: direct grants, or the effective ones a token would carry. */
   async listAssignments(filter: AssignmentFilter): Promise<AssignmentEntry[]> {
-    if (filter.projectId && filter.domainId) throw new ValidationError('Specify a domain or project, not both');
-    if (filter.system && (filter.projectId || filter.domainId)) {
-      throw new ValidationError(`Specify system or ${filter.projectId ? 'project' : 'domain'}, not both`);
-    }
-    if (filter.userId && filter.groupId) throw new ValidationError('Specify a user or group, not both');
-    if (filter.effective && filter.groupId) {
-      throw new ValidationError('Combining effective and group filter will always result in an empty list.');
-    }
-    if (filter.includeSubtree && !filter.projectId) {
-      throw new ValidationError('scope.project.id must be specified if include_subtree is also specified');
-    }
+    checkAssignmentFilter(filter);
     const em = this.store.reader();
     return filter.effective ? this.effectiveAssignments(em, filter) : this.directAssignments(em, filter);
   }
 
+  /**
+   * listAssignments read `pageSize` rows at a time (keyset pages): the pages in order are its
+   * answer. Direct assignments only: an effective listing (group members, inheritance, implied
+   * roles, de-duplication) is computed whole and comes as one page.
+   */
+  async assignmentPages(filter: AssignmentFilter, pageSize: number): Promise<AsyncGenerator<Page<AssignmentEntry>, void, undefined>> {
+    checkAssignmentFilter(filter);
+    if (filter.effective) {
+      const entries = await this.effectiveAssignments(this.store.reader(), filter);
+      return (async function* () {
+        yield { rows: entries, last: true };
+      })();
+    }
+    const query = await this.directQuery(filter);
+    return pagesOf<AssignmentRow, AssignmentEntry>(pageSize, (page) => this.repository.findAssignments(this.store.reader(), query, page), (rows) => rows.map(directEntry));
+  }
+
   private async directAssignments(em: EntityManager, filter: AssignmentFilter): Promise<AssignmentEntry[]> {
+    const rows = await this.repository.findAssignments(em, await this.directQuery(filter));
+    return rows.map(directEntry);
+  }
+
+  private async directQuery(filter: AssignmentFilter): Promise<AssignmentQuery> {
     const query: AssignmentQuery = {};
     if (filter.userId) query.actors = [{ type: 'user', ids: [filter.userId] }];
     if (filter.groupId) query.actors = [{ type: 'group', ids: [filter.groupId] }];
@@ -352,11 +365,7 @@ export class AssignmentService {
       query.targets = [{ type: 'system', ids: [SYSTEM_TARGET_ID] }];
     }
     if (filter.inheritedOnly) query.inherited = true;
-    const rows = await this.repository.findAssignments(em, query);
-    return rows.map((row) => {
-      const source = { ...rowGrant(row) };
-      return { ...source, source };
-    });
+    return query;
   }
 
   /**
@@ -514,6 +523,27 @@ export class AssignmentService {
   async hasSystemRole(userId: string): Promise<boolean> {
     return (await this.effectiveRoles(userId, 'system', SYSTEM_TARGET_ID)).length > 0;
   }
+}
+
+/** Keystone's refusals of contradictory role_assignments filters. */
+function checkAssignmentFilter(filter: AssignmentFilter): void {
+  if (filter.projectId && filter.domainId) throw new ValidationError('Specify a domain or project, not both');
+  if (filter.system && (filter.projectId || filter.domainId)) {
+    throw new ValidationError(`Specify system or ${filter.projectId ? 'project' : 'domain'}, not both`);
+  }
+  if (filter.userId && filter.groupId) throw new ValidationError('Specify a user or group, not both');
+  if (filter.effective && filter.groupId) {
+    throw new ValidationError('Combining effective and group filter will always result in an empty list.');
+  }
+  if (filter.includeSubtree && !filter.projectId) {
+    throw new ValidationError('scope.project.id must be specified if include_subtree is also specified');
+  }
+}
+
+/** A direct assignment's entry: the grant is its own source. */
+function directEntry(row: AssignmentRow): AssignmentEntry {
+  const source = { ...rowGrant(row) };
+  return { ...source, source };
 }
 
 function rowGrant(row: AssignmentRow): Grant & { inherited: boolean } {

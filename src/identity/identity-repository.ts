@@ -9,6 +9,7 @@ import {
   type UserRow,
 } from '../store/entities.ts';
 import { stringConditions, type StringMatch } from '../store/filters.ts';
+import { after, orderByOf, type PageRequest, type SortKey } from '../store/keyset.ts';
 
 export interface UserQuery {
   ids?: string[];
@@ -25,6 +26,12 @@ export interface GroupQuery {
   userId?: string;
 }
 
+/** The order of user lists (name, then id: unique). */
+export const USER_ORDER: readonly SortKey<UserRow>[] = [
+  { property: 'name', column: 'name', direction: 'asc' },
+  { property: 'id', column: 'id', direction: 'asc' },
+];
+
 /** Storage of users, their password history, groups and memberships. */
 export class IdentityRepository {
   findUser(em: EntityManager, id: string): Promise<UserRow | null> {
@@ -35,7 +42,8 @@ export class IdentityRepository {
     return em.findOne(UserEntity, { name, domainId });
   }
 
-  async listUsers(em: EntityManager, query: UserQuery): Promise<UserRow[]> {
+  /** The users matching `query` in USER_ORDER; with `page`, only that page of them. */
+  async listUsers(em: EntityManager, query: UserQuery, page?: PageRequest<UserRow>): Promise<UserRow[]> {
     const and: Record<string, unknown>[] = [];
     if (query.groupId !== undefined) {
       const members = await em.find(MembershipEntity, { groupId: query.groupId });
@@ -45,7 +53,8 @@ export class IdentityRepository {
     if (query.name) and.push(...stringConditions('name', query.name));
     if (query.domainId !== undefined) and.push({ domainId: query.domainId });
     if (query.enabled !== undefined) and.push({ enabled: query.enabled });
-    return em.find(UserEntity, and.length ? { $and: and } : {}, { orderBy: { name: 'asc', id: 'asc' } });
+    if (page?.after) and.push(after(USER_ORDER, page.after));
+    return em.find(UserEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(USER_ORDER), ...(page ? { limit: page.limit } : {}) });
   }
 
   /** Current password rows (the newest per user) for the given users. */

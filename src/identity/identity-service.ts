@@ -17,6 +17,7 @@ import {
   type UserRow,
 } from '../store/entities.ts';
 import { isUniqueViolation, type StringMatch } from '../store/filters.ts';
+import { pagesOf, type Page } from '../store/keyset.ts';
 import { IdentityRepository } from './identity-repository.ts';
 import type { PasswordHasher } from './password-hash.ts';
 import { PasswordPolicy, SECURITY_COMPLIANCE_OFF } from './security-compliance.ts';
@@ -158,9 +159,25 @@ export class IdentityService {
 
   async listUsers(filter: UserFilter & { groupId?: string }): Promise<User[]> {
     const em = this.store.reader();
-    const rows = await this.repository.listUsers(em, filter);
+    return this.usersOf(em, await this.repository.listUsers(em, filter));
+  }
+
+  /** Rows as users, with their current passwords' dates (one query for the lot). */
+  private async usersOf(em: EntityManager, rows: UserRow[]): Promise<User[]> {
     const passwords = await this.repository.currentPasswords(em, rows.map((row) => row.id));
     return rows.map((row) => this.toUser(row, passwords.get(row.id)));
+  }
+
+  /**
+   * listUsers read `pageSize` rows at a time (keyset pages, each on a fresh entity manager), for
+   * lists too long to hold: the pages in order are listUsers' answer.
+   */
+  listUserPages(filter: UserFilter, pageSize: number): AsyncGenerator<Page<User>, void, undefined> {
+    return pagesOf<UserRow, User>(
+      pageSize,
+      (page) => this.repository.listUsers(this.store.reader(), filter, page),
+      (rows) => this.usersOf(this.store.reader(), rows),
+    );
   }
 
   async createUser(input: UserInput, setting: PasswordSetting = {}): Promise<User> {

@@ -1,6 +1,7 @@
 import type { EntityManager } from '../store/database.ts';
 import { ProjectEntity, type ProjectRow } from '../store/entities.ts';
 import { stringConditions, type StringMatch } from '../store/filters.ts';
+import { after, orderByOf, type PageRequest, type SortKey } from '../store/keyset.ts';
 
 export interface ProjectQuery {
   ids?: string[];
@@ -16,6 +17,12 @@ export interface ProjectQuery {
   notTagsAny?: string[];
 }
 
+/** The order of project and domain lists (name, then id: unique). */
+export const PROJECT_ORDER: readonly SortKey<ProjectRow>[] = [
+  { property: 'name', column: 'name', direction: 'asc' },
+  { property: 'id', column: 'id', direction: 'asc' },
+];
+
 /** Storage of domains and projects (one table; a domain is a project with is_domain). */
 export class ProjectRepository {
   find(em: EntityManager, id: string): Promise<ProjectRow | null> {
@@ -30,7 +37,8 @@ export class ProjectRepository {
     return em.findOne(ProjectEntity, { name, domainId, isDomain: false });
   }
 
-  list(em: EntityManager, query: ProjectQuery): Promise<ProjectRow[]> {
+  /** The projects matching `query` in PROJECT_ORDER; with `page`, only that page of them. */
+  list(em: EntityManager, query: ProjectQuery, page?: PageRequest<ProjectRow>): Promise<ProjectRow[]> {
     const and: Record<string, unknown>[] = [];
     if (query.ids) and.push({ id: { $in: query.ids } });
     if (query.name) and.push(...stringConditions('name', query.name));
@@ -43,7 +51,8 @@ export class ProjectRepository {
     if (query.tagsAny?.length) and.push({ $or: query.tagsAny.map((tag) => ({ tags: { $contains: [tag] } })) });
     if (query.notTagsAll?.length) and.push({ $not: { tags: { $contains: query.notTagsAll } } });
     if (query.notTagsAny?.length) and.push(...query.notTagsAny.map((tag) => ({ $not: { tags: { $contains: [tag] } } })));
-    return em.find(ProjectEntity, and.length ? { $and: and } : {}, { orderBy: { name: 'asc', id: 'asc' } });
+    if (page?.after) and.push(after(PROJECT_ORDER, page.after));
+    return em.find(ProjectEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(PROJECT_ORDER), ...(page ? { limit: page.limit } : {}) });
   }
 
   children(em: EntityManager, parentId: string): Promise<ProjectRow[]> {

@@ -7,6 +7,7 @@ import type { EntityManager, Store } from '../store/database.ts';
 import type { Json, ProjectRow } from '../store/entities.ts';
 import { isUniqueViolation, type StringMatch } from '../store/filters.ts';
 import { ProjectRepository, type ProjectQuery } from './project-repository.ts';
+import { pagesOf, type Page } from '../store/keyset.ts';
 
 export const DEFAULT_DOMAIN_ID = 'default';
 export const MAX_PROJECT_DEPTH = 5;
@@ -171,6 +172,12 @@ export class ResourceService {
 
   listProjects(filter: ProjectFilter): Promise<Project[]> {
     return this.projects.list(this.store.reader(), { ...filter, isDomain: filter.isDomain ?? false });
+  }
+
+  /** listProjects read `pageSize` rows at a time (keyset pages): the pages in order are its answer. */
+  listProjectPages(filter: ProjectFilter, pageSize: number): AsyncGenerator<Page<Project>, void, undefined> {
+    const query = { ...filter, isDomain: filter.isDomain ?? false };
+    return pagesOf<ProjectRow, Project>(pageSize, (page) => this.projects.list(this.store.reader(), query, page), (rows) => rows);
   }
 
   ancestors(project: Project): Promise<Project[]> {

@@ -2,6 +2,7 @@ import type { ActorType, AssignmentEntry, Grant, TargetType } from '../../assign
 import { SYSTEM_TARGET_ID } from '../../assignment/assignment-service.ts';
 import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
+import { sendList } from '../list-stream.ts';
 import { groupTarget, listingTarget, projectTarget, roleTarget, userTarget } from '../targets.ts';
 import type { IdentityTarget } from '../../policy/identity-policy.ts';
 import { presenceFlag, stringParameter, type Query } from '../query.ts';
@@ -104,14 +105,16 @@ export function registerAssignmentRoutes(app: App, api: IdentityApi): void {
     }
   }
 
-  app.get('/v3/role_assignments', { schema: { response: { 200: RoleAssignments } } }, async (request) => {
+  // The whole list, as Keystone; direct assignments are read and written LIST_PAGE_SIZE at a time,
+  // names (include_names) looked up per page (list-stream.ts).
+  app.get('/v3/role_assignments', { schema: { response: { 200: RoleAssignments } } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:list_role_assignments', listingTarget(request));
     const query = request.query as Query;
     const includeNames = presenceFlag(query, 'include_names');
     let domainId = stringParameter(query, 'scope.domain.id');
     // A domain-scoped caller only sees its own domain.
     if (auth.scope.type === 'domain' && !stringParameter(query, 'scope.project.id')) domainId = domainId ?? auth.scope.domain.id;
-    const entries = await api.assignments.listAssignments({
+    const pages = await api.assignments.assignmentPages({
       userId: stringParameter(query, 'user.id'),
       groupId: stringParameter(query, 'group.id'),
       roleId: stringParameter(query, 'role.id'),
@@ -121,12 +124,11 @@ export function registerAssignmentRoutes(app: App, api: IdentityApi): void {
       inheritedOnly: stringParameter(query, 'scope.OS-INHERIT:inherited_to') === 'projects',
       effective: presenceFlag(query, 'effective'),
       includeSubtree: presenceFlag(query, 'include_subtree'),
+    }, api.config.listPageSize);
+    return sendList(request, reply, 'role_assignments', RoleAssignments, pages, async (entries) => {
+      const names = includeNames ? await namesFor(api, entries) : undefined;
+      return entries.map((entry) => renderAssignment(request, entry, names));
     });
-    const names = includeNames ? await namesFor(api, entries) : undefined;
-    return {
-      role_assignments: entries.map((entry) => renderAssignment(request, entry, names)),
-      links: collectionLinks(request),
-    };
   });
 }
 

@@ -1,7 +1,8 @@
 import { Type } from 'typebox';
 import { NotFoundError } from '../../errors.ts';
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
-import { baseUrl, collectionLinks } from '../links.ts';
+import { baseUrl } from '../links.ts';
+import { sendList } from '../list-stream.ts';
 import { listingTarget, projectTarget } from '../targets.ts';
 import { booleanFilter, listParameter, stringMatches, stringParameter, type Query } from '../query.ts';
 import { renderProject } from '../render.ts';
@@ -9,18 +10,20 @@ import { ProjectCreate, ProjectEntity, ProjectUpdate, TagsBody, many, one, param
 
 const PROJECT_FIELDS = ['id', 'name', 'domain_id', 'parent_id', 'is_domain', 'description', 'enabled', 'tags', 'options', 'explicit_domain_id', 'links'] as const;
 const Params = params('project_id');
+const ProjectList = many('projects', ProjectEntity);
 const TagParams = params('project_id', 'tag');
 const TagsResponse = Type.Object({ tags: Type.Array(Type.String()), links: Type.Object({ self: Type.String() }) });
 
 export function registerProjectRoutes(app: App, api: IdentityApi): void {
-  app.get('/v3/projects', { schema: { response: { 200: many('projects', ProjectEntity) } } }, async (request) => {
+  // The whole list, as Keystone; read and written LIST_PAGE_SIZE projects at a time (list-stream.ts).
+  app.get('/v3/projects', { schema: { response: { 200: ProjectList } } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:list_projects', listingTarget(request));
     const query = request.query as Query;
     const enabled = booleanFilter(query, 'enabled');
     const isDomain = booleanFilter(query, 'is_domain');
     const domainId = stringParameter(query, 'domain_id');
     const parentId = stringParameter(query, 'parent_id');
-    const projects = await api.resources.listProjects({
+    const pages = api.resources.listProjectPages({
       name: stringMatches(query, 'name'),
       ...(enabled === undefined ? {} : { enabled }),
       ...(isDomain === undefined ? {} : { isDomain }),
@@ -31,8 +34,8 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
       tagsAny: listParameter(query, 'tags-any'),
       notTagsAll: listParameter(query, 'not-tags'),
       notTagsAny: listParameter(query, 'not-tags-any'),
-    });
-    return { projects: projects.map((project) => renderProject(request, project)), links: collectionLinks(request) };
+    }, api.config.listPageSize);
+    return sendList(request, reply, 'projects', ProjectList, pages, (projects) => projects.map((project) => renderProject(request, project)));
   });
 
   app.post('/v3/projects', { schema: { body: ProjectCreate, response: { 201: one('project', ProjectEntity) } } }, async (request, reply) => {

@@ -2,6 +2,7 @@ import { userPrincipal, type LoginAttempt } from '../../token/login-throttle.ts'
 import { auditAuthenticationFailure, auditInitiator } from '../audit.ts';
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
+import { sendList } from '../list-stream.ts';
 import { listingTarget, userTarget } from '../targets.ts';
 import { booleanFilter, stringMatches, stringParameter, type Query } from '../query.ts';
 import { renderGroup, renderProject, renderUser } from '../render.ts';
@@ -11,19 +12,24 @@ import { ValidationError } from '../../errors.ts';
 
 const USER_FIELDS = ['id', 'name', 'domain_id', 'password', 'enabled', 'default_project_id', 'options', 'links', 'extra', 'password_expires_at'] as const;
 const Params = params('user_id');
+const UserList = many('users', UserEntity);
 
 export function registerUserRoutes(app: App, api: IdentityApi): void {
-  app.get('/v3/users', { schema: { response: { 200: many('users', UserEntity) } } }, async (request) => {
+  // The whole list, as Keystone; read and written LIST_PAGE_SIZE users at a time (list-stream.ts).
+  app.get('/v3/users', { schema: { response: { 200: UserList } } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:list_users', listingTarget(request));
     const query = request.query as Query;
     const enabled = booleanFilter(query, 'enabled');
     const domainId = auth.scope.type === 'domain' ? auth.scope.domain.id : stringParameter(query, 'domain_id');
-    const users = await api.identity.listUsers({
-      name: stringMatches(query, 'name'),
-      ...(enabled === undefined ? {} : { enabled }),
-      ...(domainId === undefined ? {} : { domainId }),
-    });
-    return { users: users.map((user) => renderUser(request, user)), links: collectionLinks(request) };
+    const pages = api.identity.listUserPages(
+      {
+        name: stringMatches(query, 'name'),
+        ...(enabled === undefined ? {} : { enabled }),
+        ...(domainId === undefined ? {} : { domainId }),
+      },
+      api.config.listPageSize,
+    );
+    return sendList(request, reply, 'users', UserList, pages, (users) => users.map((user) => renderUser(request, user)));
   });
 
   app.post('/v3/users', { schema: { body: UserCreate, response: { 201: one('user', UserEntity) } } }, async (request, reply) => {
