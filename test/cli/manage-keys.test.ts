@@ -13,7 +13,6 @@ import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
 import { startRedis, waitFor } from '../helpers/processes.ts';
 import { manage } from '../helpers/manage.ts';
 
-
 /** Resolves at the node's next key reload, or fails after timeoutMs. */
 function nextReload(app: Application, timeoutMs = 15_000): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -119,17 +118,4 @@ t.test('fernet and jws commands on the database key store (KEY_ENCRYPTION_KEY)',
     [2, 1, 0],
   );
   t.notOk(fs.existsSync(environment.JWS_KEY_REPOSITORY), 'no JWS files written');
-
-  // A new KEY_ENCRYPTION_KEY: reencrypt_keys reads with the previous one and writes with the new.
-  const fernetBefore = await keys.read('fernet');
-  const newKek = randomBytes(32).toString('base64');
-  const withoutPrevious = await manage(['reencrypt_keys'], { ...environment, KEY_ENCRYPTION_KEY: newKek });
-  t.equal(withoutPrevious.code, 1, 'the new key alone cannot read the keys');
-  t.match(withoutPrevious.stderr, /do not decrypt with KEY_ENCRYPTION_KEY/);
-  const reencrypted = await manage(['reencrypt_keys'], { ...environment, KEY_ENCRYPTION_KEY: newKek, KEY_ENCRYPTION_KEY_PREVIOUS: kek });
-  t.equal(reencrypted.code, 0, reencrypted.stderr);
-  t.match(reencrypted.stdout, /re-encrypted 3 fernet keys under KEY_ENCRYPTION_KEY\nre-encrypted 3 jws keys/);
-  t.same(await new DatabaseKeyStore(keys.store, Buffer.from(newKek, 'base64')).read('fernet'), fernetBefore, 'the same keys under the new key');
-  await t.rejects(keys.read('fernet'), /do not decrypt/, 'and no longer under the old one');
-  t.match((await manage(['reencrypt_keys'], environment)).stderr, /do not decrypt/, 'the old key alone cannot run it again');
 });
