@@ -50,7 +50,8 @@ export interface RedisEventBusOptions {
   /**
    * How often the node sends itself a heartbeat through Redis. Open connections prove nothing in a
    * silent partition (nothing answers, nothing closes): a heartbeat missing for three intervals
-   * marks the bus disconnected, so validations check the database until it comes back.
+   * marks the bus disconnected, so validations check the database until it comes back; after three
+   * heartbeats sent without an answer the connections are replaced.
    */
   heartbeatIntervalMs?: number;
 }
@@ -67,6 +68,12 @@ export class RedisEventBus implements EventBus {
   private readonly heartbeatTimer: NodeJS.Timeout;
   /** performance.now() when our own heartbeat last came back (or the subscription was made). */
   private lastHeartbeatAt = -Infinity;
+  /**
+   * Heartbeats sent since our own last came back. Reconnecting counts beats rather than time: a
+   * stalled event loop (a long synchronous task) delays the beats as much as their answers, and the
+   * timer can run before the answer that arrived meanwhile is read.
+   */
+  private unansweredBeats = 0;
   /** Set while heartbeats are missing on connections that still look open. */
   private silent = false;
 
@@ -96,6 +103,7 @@ export class RedisEventBus implements EventBus {
           if (this.wasConnected) this.log.info({}, 'Redis is back: catching up from the database');
           this.wasConnected = true;
           this.lastHeartbeatAt = performance.now();
+          this.unansweredBeats = 0;
           this.silent = false;
           // Anything published while we were away is in the database; let the owner catch up.
           this.handlers?.reconnected();
@@ -119,7 +127,7 @@ export class RedisEventBus implements EventBus {
   }
 
   private beat(): void {
-    if (this.publisher.status === 'ready' && this.subscriber.status === 'ready' && this.heartbeatOverdue() && !this.silent) {
+    if (this.publisher.status === 'ready' && this.subscriber.status === 'ready' && this.unansweredBeats >= 3 && this.heartbeatOverdue() && !this.silent) {
       this.silent = true;
       this.log.warn({ missedForMs: Math.round(performance.now() - this.lastHeartbeatAt) }, 'Redis stopped answering: checking the database for revocations on every validation, reconnecting');
       // The open connections may be dead ends: new ones either work or fail visibly.
@@ -128,6 +136,7 @@ export class RedisEventBus implements EventBus {
       return;
     }
     if (this.publisher.status !== 'ready') return;
+    this.unansweredBeats++;
     this.publisher.publish(this.channel, JSON.stringify({ type: 'heartbeat', node: this.node })).catch(() => {});
   }
 
@@ -155,7 +164,10 @@ export class RedisEventBus implements EventBus {
     }
     if (!parsed) return;
     if (parsed.node === this.node) {
-      if ((parsed as { type: string }).type === 'heartbeat') this.lastHeartbeatAt = performance.now();
+      if ((parsed as { type: string }).type === 'heartbeat') {
+        this.lastHeartbeatAt = performance.now();
+        this.unansweredBeats = 0;
+      }
       return;
     }
     if (parsed.type === 'revoked' && Number.isInteger(parsed.eventId)) this.handlers?.message({ type: 'revoked', eventId: parsed.eventId });
