@@ -324,23 +324,20 @@ export class AssignmentService {
   /** GET /v3/role_assignments: direct grants, or the effective ones a token would carry. */
   async listAssignments(filter: AssignmentFilter): Promise<AssignmentEntry[]> {
     checkAssignmentFilter(filter);
-    const em = this.store.reader();
-    return filter.effective ? this.effectiveAssignments(em, filter) : this.directAssignments(em, filter);
+    if (!filter.effective) return this.directAssignments(this.store.reader(), filter);
+    const entries: AssignmentEntry[] = [];
+    for await (const page of this.effectivePages(filter, undefined)) entries.push(...page.rows);
+    return entries;
   }
 
   /**
-   * listAssignments read `pageSize` rows at a time (keyset pages): the pages in order are its
-   * answer. Direct assignments only: an effective listing (group members, inheritance, implied
-   * roles, de-duplication) is computed whole and comes as one page.
+   * listAssignments read `pageSize` grants at a time (keyset pages): the pages in order are its
+   * answer. An effective page is the expansion of a page of grants (group members, inheritance,
+   * implied roles), so a page may hold more or fewer entries than `pageSize`.
    */
   async assignmentPages(filter: AssignmentFilter, pageSize: number): Promise<AsyncGenerator<Page<AssignmentEntry>, void, undefined>> {
     checkAssignmentFilter(filter);
-    if (filter.effective) {
-      const entries = await this.effectiveAssignments(this.store.reader(), filter);
-      return (async function* () {
-        yield { rows: entries, last: true };
-      })();
-    }
+    if (filter.effective) return this.effectivePages(filter, pageSize);
     const query = await this.directQuery(filter);
     return pagesOf<AssignmentRow, AssignmentEntry>(pageSize, (page) => this.repository.findAssignments(this.store.reader(), query, page), (rows) => rows.map(directEntry));
   }
@@ -369,74 +366,99 @@ export class AssignmentService {
   }
 
   /**
-   * Expands group grants to their members, inherited grants onto projects, and implied roles; drops
-   * domain-specific roles (only what they imply counts), as Keystone's effective listing does.
+   * The effective listing, expanded one page of grants at a time (`pageSize` undefined: all grants
+   * in one page). Group grants become one entry per member, inherited grants land on the projects
+   * below their target, implied roles are added and domain-specific roles dropped (only what they
+   * imply counts), as Keystone's effective listing does.
+   *
+   * Entries repeat only within one grant source (actor and target: the de-duplication key names
+   * both), and ASSIGNMENT_ORDER keeps a source's grants together, so duplicates are dropped with a
+   * set that is emptied when the source changes: memory stays bounded by a page, not the list.
    */
-  private async effectiveAssignments(em: EntityManager, filter: AssignmentFilter): Promise<AssignmentEntry[]> {
+  private async *effectivePages(filter: AssignmentFilter, pageSize: number | undefined): AsyncGenerator<Page<AssignmentEntry>, void, undefined> {
+    const { query, projectsInScope } = await this.effectiveQuery(this.store.reader(), filter);
+    const implications = await this.implicationMap(this.store.reader());
+    const duplicates = new SourceDuplicates();
+    const expand = async (rows: AssignmentRow[]): Promise<AssignmentEntry[]> => {
+      const em = this.store.reader();
+      const placed = await this.placeInherited(this.perUser(rows, await this.identity.membersOfGroups(groupIdsOf(rows)), filter), projectsInScope);
+      const expanded = await this.expandImplied(em, placed, implications);
+      return expanded.filter((entry) => (!filter.roleId || entry.roleId === filter.roleId) && duplicates.isFirst(entry));
+    };
+    if (pageSize === undefined) {
+      yield { rows: await expand(await this.repository.findAssignments(this.store.reader(), query)), last: true };
+      return;
+    }
+    yield* pagesOf<AssignmentRow, AssignmentEntry>(pageSize, (page) => this.repository.findAssignments(this.store.reader(), query, page), expand);
+  }
+
+  /** The grants an effective listing starts from, and the projects it is narrowed to (scope.project.id). */
+  private async effectiveQuery(em: EntityManager, filter: AssignmentFilter): Promise<{ query: AssignmentQuery; projectsInScope?: Set<string> }> {
     const query: AssignmentQuery = {};
     if (filter.userId) {
       const groupIds = await this.identity.groupIdsOfUser(filter.userId);
       query.actors = [{ type: 'user', ids: [filter.userId] }];
       if (groupIds.length) query.actors.push({ type: 'group', ids: groupIds });
     }
-    let projectsInScope: Set<string> | undefined;
     if (filter.projectId) {
       const project = await this.resources.getProject(filter.projectId, em);
       const subtree = filter.includeSubtree ? await this.resources.descendants(project.id) : [];
-      projectsInScope = new Set([project.id, ...subtree.map((row) => row.id)]);
+      const projectsInScope = new Set([project.id, ...subtree.map((row) => row.id)]);
       const ancestors = await this.resources.ancestors(project);
       query.targets = [
         { type: 'project', ids: [...projectsInScope] },
         { type: 'project', ids: ancestors.filter((row) => !row.isDomain).map((row) => row.id), inherited: true },
         { type: 'domain', ids: project.domainId ? [project.domainId] : [], inherited: true },
       ];
-    } else if (filter.domainId) {
-      query.targets = [{ type: 'domain', ids: [filter.domainId] }];
-    } else if (filter.system) {
-      query.targets = [{ type: 'system', ids: [SYSTEM_TARGET_ID] }];
+      return { query, projectsInScope };
     }
-    const rows = await this.repository.findAssignments(em, query);
+    if (filter.domainId) query.targets = [{ type: 'domain', ids: [filter.domainId] }];
+    else if (filter.system) query.targets = [{ type: 'system', ids: [SYSTEM_TARGET_ID] }];
+    return { query };
+  }
 
-    // Group grants become one entry per member.
-    const groupIds = [...new Set(rows.filter((row) => row.actorType === 'group').map((row) => row.actorId))];
-    const members = await this.identity.membersOfGroups(groupIds);
-    const perUser: AssignmentEntry[] = [];
+  /** Group grants become one entry per member (only the filtered user's, with user.id). */
+  private perUser(rows: AssignmentRow[], members: Map<string, string[]>, filter: AssignmentFilter): AssignmentEntry[] {
+    const entries: AssignmentEntry[] = [];
     for (const row of rows) {
       const source = rowGrant(row);
       if (row.actorType === 'user') {
-        perUser.push({ ...source, source });
+        entries.push({ ...source, source });
         continue;
       }
       for (const userId of members.get(row.actorId) ?? []) {
         if (filter.userId && userId !== filter.userId) continue;
-        perUser.push({ ...source, actorType: 'user', actorId: userId, viaGroupId: row.actorId, source });
+        entries.push({ ...source, actorType: 'user', actorId: userId, viaGroupId: row.actorId, source });
       }
     }
+    return entries;
+  }
 
-    // Inherited grants land on the projects below their target.
+  /** Inherited grants land on the projects below their target (within `projectsInScope` when given). */
+  private async placeInherited(entries: AssignmentEntry[], projectsInScope: Set<string> | undefined): Promise<AssignmentEntry[]> {
     const placed: AssignmentEntry[] = [];
-    for (const entry of perUser) {
+    // Many entries of a page share a target (a group's members, a domain's grants): one read each.
+    const projectsBelow = new Map<string, Promise<{ id: string }[]>>();
+    for (const entry of entries) {
       if (!entry.inherited) {
         placed.push(entry);
         continue;
       }
-      const projects =
-        entry.targetType === 'domain'
-          ? await this.resources.listProjects({ domainId: entry.targetId })
-          : await this.resources.descendants(entry.targetId);
-      for (const project of projects) {
+      const key = `${entry.targetType} ${entry.targetId}`;
+      let projects = projectsBelow.get(key);
+      if (!projects) {
+        projects = entry.targetType === 'domain' ? this.resources.listProjects({ domainId: entry.targetId }) : this.resources.descendants(entry.targetId);
+        projectsBelow.set(key, projects);
+      }
+      for (const project of await projects) {
         if (projectsInScope && !projectsInScope.has(project.id)) continue;
         placed.push({ ...entry, targetType: 'project', targetId: project.id, inherited: false });
       }
     }
-
-    const expanded = await this.expandImplied(em, placed);
-    const wanted = filter.roleId;
-    return dedupe(expanded.filter((entry) => !wanted || entry.roleId === wanted));
+    return placed;
   }
 
-  private async expandImplied(em: EntityManager, entries: AssignmentEntry[]): Promise<AssignmentEntry[]> {
-    const implications = await this.implicationMap(em);
+  private async expandImplied(em: EntityManager, entries: AssignmentEntry[], implications: Map<string, string[]>): Promise<AssignmentEntry[]> {
     const roleIds = new Set(entries.map((entry) => entry.roleId));
     for (const implied of implications.values()) for (const id of implied) roleIds.add(id);
     const roles = new Map((await this.repository.listRoles(em, { ids: [...roleIds] })).map((role) => [role.id, role]));
@@ -557,14 +579,26 @@ function rowGrant(row: AssignmentRow): Grant & { inherited: boolean } {
   };
 }
 
-function dedupe(entries: AssignmentEntry[]): AssignmentEntry[] {
-  const seen = new Set<string>();
-  return entries.filter((entry) => {
-    const key = [entry.actorType, entry.actorId, entry.targetType, entry.targetId, entry.roleId, entry.viaGroupId ?? '', entry.priorRoleId ?? '', entry.source.targetId].join('\u0000');
-    if (seen.has(key)) return false;
-    seen.add(key);
+function groupIdsOf(rows: AssignmentRow[]): string[] {
+  return [...new Set(rows.filter((row) => row.actorType === 'group').map((row) => row.actorId))];
+}
+
+/** Drops repeated effective entries of one grant source (see effectivePages). */
+class SourceDuplicates {
+  private source = '';
+  private readonly seen = new Set<string>();
+
+  isFirst(entry: AssignmentEntry): boolean {
+    const source = `${entry.source.targetType}\u0000${entry.source.targetId}\u0000${entry.source.actorType}\u0000${entry.source.actorId}`;
+    if (source !== this.source) {
+      this.source = source;
+      this.seen.clear();
+    }
+    const key = [entry.actorId, entry.targetType, entry.targetId, entry.roleId, entry.priorRoleId ?? ''].join('\u0000');
+    if (this.seen.has(key)) return false;
+    this.seen.add(key);
     return true;
-  });
+  }
 }
 
 function duplicateRole(name: string, domainId: string | null | undefined): ConflictError {
