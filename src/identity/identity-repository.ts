@@ -1,3 +1,4 @@
+import { raw } from '@mikro-orm/core';
 import type { EntityManager } from '../store/database.ts';
 import {
   GroupEntity,
@@ -46,8 +47,8 @@ export class IdentityRepository {
   async listUsers(em: EntityManager, query: UserQuery, page?: PageRequest<UserRow>): Promise<UserRow[]> {
     const and: Record<string, unknown>[] = [];
     if (query.groupId !== undefined) {
-      const members = await em.find(MembershipEntity, { groupId: query.groupId });
-      and.push({ id: { $in: members.map((member) => member.userId) } });
+      // A subquery, not the member ids: a group may hold every user, and each page repeats this.
+      and.push({ [raw((alias: string) => `${alias}.id`)]: { $in: raw('(select user_id from group_membership where group_id = ?)', [query.groupId]) } });
     }
     if (query.ids) and.push({ id: { $in: query.ids } });
     if (query.name) and.push(...stringConditions('name', query.name));

@@ -172,7 +172,7 @@ export class IdentityService {
    * listUsers read `pageSize` rows at a time (keyset pages, each on a fresh entity manager), for
    * lists too long to hold: the pages in order are listUsers' answer.
    */
-  listUserPages(filter: UserFilter, pageSize: number): AsyncGenerator<Page<User>, void, undefined> {
+  listUserPages(filter: UserFilter & { groupId?: string }, pageSize: number): AsyncGenerator<Page<User>, void, undefined> {
     return pagesOf<UserRow, User>(
       pageSize,
       (page) => this.repository.listUsers(this.store.reader(), filter, page),

@@ -108,6 +108,18 @@ t.test('long lists are streamed in pages with the same bytes as one page', async
     t.same(none.json().users, []);
   });
 
+  await t.test('group members', async (t) => {
+    const members = await compare(t, testApp, `/v3/groups/${groups[0]!.id}/users`);
+    t.same(members.json().users.map((user: { id: string }) => user.id).sort(), users.slice(0, 3).map((user) => user.id).sort(), 'exactly the members');
+    await compare(t, testApp, `/v3/groups/${groups[0]!.id}/users?name__icontains=b`);
+    await compare(t, testApp, `/v3/groups/${groups[0]!.id}/users?domain_id=${domains[0]!.id}`);
+    t.same((await compare(t, testApp, `/v3/groups/${groups[1]!.id}/users`)).json().users, [], 'a group without members');
+    testApp.config.listPageSize = 1;
+    const missing = await call('GET', '/v3/groups/nope/users');
+    t.equal(missing.statusCode, 404, 'an unknown group: 404 before anything is sent');
+    testApp.config.listPageSize = ONE_PAGE;
+  });
+
   await t.test('users: exactly a multiple of the page size (the last read comes back empty)', async (t) => {
     const { config } = testApp;
     config.listPageSize = ONE_PAGE;

@@ -1,5 +1,6 @@
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
+import { sendList } from '../list-stream.ts';
 import { groupTarget, listingTarget, userTarget } from '../targets.ts';
 import type { IdentityTarget } from '../../policy/identity-policy.ts';
 import { booleanFilter, stringMatches, stringParameter, type Query } from '../query.ts';
@@ -9,6 +10,7 @@ import { GroupCreate, GroupEntity, GroupUpdate, UserEntity, many, one, params } 
 const GROUP_FIELDS = ['id', 'name', 'domain_id', 'description', 'links'] as const;
 const Params = params('group_id');
 const MemberParams = params('group_id', 'user_id');
+const MemberList = many('users', UserEntity);
 
 async function memberTarget(api: IdentityApi, params: { group_id: string; user_id: string }): Promise<IdentityTarget> {
   const [group, user] = await Promise.all([groupTarget(api, params.group_id), userTarget(api, params.user_id)]);
@@ -61,19 +63,23 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
     return noContent(reply);
   });
 
-  app.get('/v3/groups/:group_id/users', { schema: { params: Params, response: { 200: many('users', UserEntity) } } }, async (request) => {
+  // A group may hold every user: read and written LIST_PAGE_SIZE members at a time (list-stream.ts).
+  app.get('/v3/groups/:group_id/users', { schema: { params: Params, response: { 200: MemberList } } }, async (request, reply) => {
     authorize(api, request, 'identity:list_users_in_group', { group: await groupTarget(api, request.params.group_id) });
     await api.identity.getGroup(request.params.group_id);
     const query = request.query as Query;
     const enabled = booleanFilter(query, 'enabled');
     const domainId = stringParameter(query, 'domain_id');
-    const users = await api.identity.listUsers({
-      groupId: request.params.group_id,
-      name: stringMatches(query, 'name'),
-      ...(enabled === undefined ? {} : { enabled }),
-      ...(domainId === undefined ? {} : { domainId }),
-    });
-    return { users: users.map((user) => renderUser(request, user)), links: collectionLinks(request) };
+    const pages = api.identity.listUserPages(
+      {
+        groupId: request.params.group_id,
+        name: stringMatches(query, 'name'),
+        ...(enabled === undefined ? {} : { enabled }),
+        ...(domainId === undefined ? {} : { domainId }),
+      },
+      api.config.listPageSize,
+    );
+    return sendList(request, reply, 'users', MemberList, pages, (users) => users.map((user) => renderUser(request, user)));
   });
 
   app.put('/v3/groups/:group_id/users/:user_id', { schema: { params: MemberParams } }, async (request, reply) => {
