@@ -15,7 +15,7 @@
  *        per domain; role_assignments per project.
  *      B "full lists": unfiltered GET /v3/users, /v3/projects, /v3/role_assignments and
  *        /v3/role_assignments?effective (every row; the API has no pagination, as Keystone without
- *        list_limit; the first three are streamed, the effective one is computed whole).
+ *        list_limit; all four are read in pages and streamed).
  *    VmRSS and VmHWM (/proc/<pid>/status) are read after start, after A, after B and after a pause.
  *    The process gets the node heap flags a cluster worker would (--heap-flags, default `worker`:
  *    src/cluster.ts workerHeapFlags() of WORKER_MAX_OLD_SPACE_MB / WORKER_MAX_SEMI_SPACE_MB, which

@@ -74,15 +74,16 @@ export interface Config {
   shutdownTimeoutMs: number;
   /**
    * LIST_PAGE_SIZE: rows read per database query by the long lists (GET /v3/users, /v3/projects,
-   * /v3/role_assignments); a list longer than one page is written to the client page by page.
+   * /v3/groups/{id}/users, /v3/role_assignments, effective ones expanded per page of grants); a list
+   * longer than one page is written to the client page by page.
    */
   listPageSize: number;
   /**
    * V8 heap limits the cluster primary gives the workers it forks (node's --max-old-space-size and
-   * --max-semi-space-size, in MB); 0 (the default) leaves node's. Off by default: a cap low enough to
-   * keep a worker small is exceeded by answers computed whole (an unfiltered ?effective role
-   * assignment list of 100k grants needs more than 256 MB), and the worker then dies. Not applied to
-   * a single process (WORKERS=1, embedded database): pass those flags to node or in NODE_OPTIONS there.
+   * --max-semi-space-size, in MB); 0 (the default) leaves node's. Off by default: a worker that
+   * reaches its cap dies, and the caches are bounded by entries, not bytes, so the right cap depends
+   * on the deployment (README, memory). Not applied to a single process (WORKERS=1, embedded
+   * database): pass those flags to node or in NODE_OPTIONS there.
    */
   workerHeap: WorkerHeap;
 }
