@@ -3,6 +3,7 @@
  * scenario's processes read before and after.
  */
 import autocannon, { type Instance, type Options } from 'autocannon';
+import { Pool } from 'undici';
 import { cpuMs, settle } from './processes.ts';
 import type { ProcessRole, Scenario } from './scenarios.ts';
 
@@ -17,6 +18,7 @@ export interface LoadSettings {
 }
 
 export interface ScenarioResult {
+  /** The scenario's name; with a fixed rate, followed by its label (e.g. "gateway @ half load"). */
   name: string;
   request: string;
   measures: string;
@@ -101,8 +103,8 @@ async function preflight(scenario: Scenario): Promise<string | undefined> {
   }
 }
 
-export async function runScenario(scenario: Scenario, settings: LoadSettings): Promise<ScenarioResult> {
-  const base: ScenarioResult = {
+function emptyResult(scenario: Scenario): ScenarioResult {
+  return {
     name: scenario.name,
     request: `${scenario.method} ${new URL(scenario.url).pathname}${new URL(scenario.url).search}`,
     measures: scenario.measures,
@@ -118,6 +120,10 @@ export async function runScenario(scenario: Scenario, settings: LoadSettings): P
     errorSamples: [],
     cpuUsPerRequest: {},
   };
+}
+
+export async function runScenario(scenario: Scenario, settings: LoadSettings): Promise<ScenarioResult> {
+  const base = emptyResult(scenario);
   const refused = await preflight(scenario);
   if (refused) return { ...base, skipped: refused };
 
@@ -167,6 +173,98 @@ export async function runScenario(scenario: Scenario, settings: LoadSettings): P
     non2xx: result.non2xx,
     errors: result.errors,
     timeouts: result.timeouts,
+    errorSamples: [...errorSamples],
+    cpuUsPerRequest,
+    ...(settled ? {} : { cpuIncomplete: true }),
+  };
+}
+
+/**
+ * The scenario at a fixed rate, open loop: requests are sent on a schedule (every 1/rate s, over up
+ * to `connections` keep-alive connections) whatever the answers do, and each latency is counted from
+ * the request's scheduled time, so a server that falls behind shows it. (autocannon's overallRate
+ * sends each second's quota as one burst on all connections: that measures a full-load queue for
+ * part of each second, not a load level.)
+ */
+export async function runPacedScenario(scenario: Scenario, settings: LoadSettings, rate: number): Promise<ScenarioResult> {
+  const base = emptyResult(scenario);
+  const refused = await preflight(scenario);
+  if (refused) return { ...base, skipped: refused };
+  const roles = Object.entries(scenario.processes).filter(([, pids]) => pids && pids.length) as [ProcessRole, number[]][];
+  const allPids = roles.flatMap(([, pids]) => pids);
+  await settle(allPids);
+
+  const target = new URL(scenario.url);
+  const pool = new Pool(target.origin, { connections: settings.connections, pipelining: 1 });
+  const latencies = new Latencies();
+  const statusCodes: Record<string, number> = {};
+  const errorSamples = new Set<string>();
+  let errors = 0;
+  let timeouts = 0;
+  let sent = 0;
+  let completed = 0;
+  const before = new Map(roles.map(([role, pids]) => [role, cpuMs(pids)]));
+  const interval = 1000 / rate;
+  const start = performance.now();
+  const end = start + settings.duration * 1000;
+  await new Promise<void>((resolve) => {
+    let next = start;
+    const finished = () => next >= end && completed === sent;
+    const send = (scheduled: number) => {
+      sent++;
+      pool
+        .request({
+          method: scenario.method,
+          path: target.pathname + target.search,
+          headers: scenario.headers,
+          ...(scenario.body === undefined ? {} : { body: scenario.body }),
+          headersTimeout: settings.timeout * 1000,
+          bodyTimeout: settings.timeout * 1000,
+        })
+        .then(async (response) => {
+          await response.body.dump();
+          statusCodes[response.statusCode] = (statusCodes[response.statusCode] ?? 0) + 1;
+          latencies.add(performance.now() - scheduled);
+        })
+        .catch((error: Error & { code?: string }) => {
+          errors++;
+          if (error.code === 'UND_ERR_HEADERS_TIMEOUT' || error.code === 'UND_ERR_BODY_TIMEOUT') timeouts++;
+          if (errorSamples.size < 5) errorSamples.add(error.message || String(error));
+        })
+        .finally(() => {
+          completed++;
+          if (finished()) resolve();
+        });
+    };
+    const tick = () => {
+      const now = performance.now();
+      while (next <= now && next < end) {
+        send(next);
+        next += interval;
+      }
+      if (next < end) setTimeout(tick, 1);
+      else if (finished()) resolve();
+    };
+    tick();
+  });
+  const durationS = (performance.now() - start) / 1000;
+  await pool.close();
+  const settled = await settle(allPids);
+  const cpuUsPerRequest: ScenarioResult['cpuUsPerRequest'] = {};
+  for (const [role, pids] of roles) cpuUsPerRequest[role] = sent ? Math.round(((cpuMs(pids) - before.get(role)!) * 1000) / sent) : 0;
+  const answered = Object.values(statusCodes).reduce((sum, count) => sum + count, 0);
+  const non2xx = Object.entries(statusCodes).reduce((sum, [code, count]) => sum + (code.startsWith('2') ? 0 : count), 0);
+  return {
+    ...base,
+    durationS: Math.round(durationS * 100) / 100,
+    requests: answered,
+    sent,
+    rps: Math.round((answered / durationS) * 10) / 10,
+    latencyMs: latencies.summary(),
+    statusCodes,
+    non2xx,
+    errors,
+    timeouts,
     errorSamples: [...errorSamples],
     cpuUsPerRequest,
     ...(settled ? {} : { cpuIncomplete: true }),

@@ -22,6 +22,8 @@ export interface Comparisons {
   gatewayVsUpstreamPct?: number;
   gatewayServiceUsPerRequest?: number;
   bareProxyUsPerRequest?: number;
+  /** Paced at a share of the gateway's top rate: its p99 minus the upstream's own p99 at that rate. */
+  pacedLoads?: { share: number; rate: number; gatewayP99Ms: number; upstreamP99Ms: number; addedP99Ms: number }[];
 }
 
 export function compare(results: readonly ScenarioResult[], bcrypt: BcryptLimit | undefined): Comparisons {
@@ -35,7 +37,29 @@ export function compare(results: readonly ScenarioResult[], bcrypt: BcryptLimit 
   if (gateway && upstream?.rps) comparisons.gatewayVsUpstreamPct = Math.round((gateway.rps / upstream.rps) * 1000) / 10;
   if (gateway?.cpuUsPerRequest.service !== undefined) comparisons.gatewayServiceUsPerRequest = gateway.cpuUsPerRequest.service;
   if (bare?.cpuUsPerRequest.proxy !== undefined) comparisons.bareProxyUsPerRequest = bare.cpuUsPerRequest.proxy;
+  for (const result of results) {
+    const share = result.name.startsWith('gateway @ ') ? Number(result.name.slice('gateway @ '.length).replace(/ % load$/, '')) / 100 : NaN;
+    const paced = byName.get(result.name);
+    const direct = byName.get(pacedName('upstream-direct', share));
+    if (!gateway || !paced || !direct) continue;
+    (comparisons.pacedLoads ??= []).push({
+      share,
+      rate: pacedRate(gateway, share),
+      gatewayP99Ms: paced.latencyMs.p99,
+      upstreamP99Ms: direct.latencyMs.p99,
+      addedP99Ms: Math.round((paced.latencyMs.p99 - direct.latencyMs.p99) * 100) / 100,
+    });
+  }
   return comparisons;
+}
+
+/** The name of a scenario's paced run at `share` of the gateway's top rate. */
+export function pacedName(name: string, share: number): string {
+  return `${name} @ ${Math.round(share * 100)} % load`;
+}
+
+export function pacedRate(gateway: ScenarioResult, share: number): number {
+  return Math.max(1, Math.round(gateway.rps * share));
 }
 
 export function failed(result: ScenarioResult): boolean {
@@ -86,6 +110,11 @@ export function printTable(results: readonly ScenarioResult[], bcrypt: BcryptLim
       lines.push(
         `gateway CPU: ${number(comparisons.gatewayServiceUsPerRequest)} µs/request in the service` +
           (bare !== undefined ? ` vs ${number(bare)} µs/request in the bare proxy (${bare ? number(comparisons.gatewayServiceUsPerRequest / bare, 1) : '-'}×)` : ' (bare-proxy not run)'),
+      );
+    }
+    for (const paced of comparisons.pacedLoads ?? []) {
+      lines.push(
+        `gateway paced at ${Math.round(paced.share * 100)} % of its top rate (${number(paced.rate)} req/s): p99 ${number(paced.gatewayP99Ms, 2)} ms vs ${number(paced.upstreamP99Ms, 2)} ms straight to the upstream at that rate: added p99 ${number(paced.addedP99Ms, 2)} ms`,
       );
     }
   }

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { hashSync } from '@node-rs/bcrypt';
 import { createFixtures, registerBenchService, type AdminCredentials, type Fixtures } from './fixtures.ts';
-import { runScenario, stopLoad, type LoadSettings, type ScenarioResult } from './load.ts';
+import { runPacedScenario, runScenario, stopLoad, type LoadSettings, type ScenarioResult } from './load.ts';
 import {
   cleanup,
   createDatabase,
@@ -23,7 +23,7 @@ import {
   tempDirectory,
   type HelperProcess,
 } from './processes.ts';
-import { compare, failed, failureReport, printTable, writeResults, type BcryptLimit } from './report.ts';
+import { compare, failed, failureReport, pacedName, pacedRate, printTable, writeResults, type BcryptLimit } from './report.ts';
 import { buildScenario, needs, SCENARIO_NAMES, type ScenarioName } from './scenarios.ts';
 
 function positiveNumber(name: string, fallback: number, allowZero = false): number {
@@ -92,6 +92,14 @@ function git(...args: string[]): string | undefined {
 }
 
 const log = (message: string) => process.stderr.write(`bench: ${message}\n`);
+
+/** BENCH_PACED_LOADS: shares of the gateway's top rate to pace at, e.g. "0.25,0.5" (default 0.5). */
+function pacedLoads(): number[] {
+  const text = process.env.BENCH_PACED_LOADS ?? '0.5';
+  const shares = text.split(',').map((part) => part.trim()).filter(Boolean).map(Number);
+  if (shares.some((share) => !(share > 0 && share <= 1))) throw new Error(`BENCH_PACED_LOADS must list shares in (0, 1], got '${text}'`);
+  return shares;
+}
 
 async function main(): Promise<number> {
   const startedAt = new Date();
@@ -169,6 +177,22 @@ async function main(): Promise<number> {
     results.push(result);
     if (result.skipped) log(`${name}: NOT RUN: ${result.skipped}`);
     else log(`${name}: ${result.rps} req/s${failed(result) ? `  !!! ${result.non2xx} non-2xx, ${result.errors} errors` : ''}`);
+  }
+
+  // The gateway's added latency: it and the upstream alone, each paced at a share of the gateway's
+  // top rate (BENCH_PACED_LOADS, default half).
+  const gatewayRun = results.find((result) => result.name === 'gateway' && !failed(result));
+  if (gatewayRun && selected.includes('upstream-direct') && !isInterrupted()) {
+    for (const share of pacedLoads()) {
+      const rate = pacedRate(gatewayRun, share);
+      for (const name of ['gateway', 'upstream-direct'] as const) {
+        const scenario = buildScenario(name, { ...(serviceUrl ? { serviceUrl } : {}), servicePids, ...(upstream ? { upstream } : {}), ...(fixtures ? { fixtures } : {}) });
+        log(`${pacedName(name, share)}: ${settings.duration} s at ${rate} req/s, paced, up to ${settings.connections} connections`);
+        const result = await runPacedScenario(scenario, settings, rate);
+        if (isInterrupted()) await new Promise(() => {});
+        results.push({ ...result, name: pacedName(name, share), measures: `${scenario.measures}; paced at ${rate} req/s, ${Math.round(share * 100)} % of the gateway's req/s above` });
+      }
+    }
   }
 
   const comparisons = compare(results, bcrypt);
