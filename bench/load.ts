@@ -41,6 +41,8 @@ export interface ScenarioResult {
   cpuUsPerRequest: Partial<Record<ProcessRole, number>>;
   /** The processes were still busy 60 s after the run: CPU per request is an underestimate. */
   cpuIncomplete?: boolean;
+  /** The service's own event-loop delay over a paced run (its /metrics), when it could be read. */
+  eventLoopDelayMs?: { mean: number; p99: number; max: number };
 }
 
 /** The running autocannon instance, so Ctrl-C can stop it. */
@@ -186,7 +188,24 @@ export async function runScenario(scenario: Scenario, settings: LoadSettings): P
  * sends each second's quota as one burst on all connections: that measures a full-load queue for
  * part of each second, not a load level.)
  */
-export async function runPacedScenario(scenario: Scenario, settings: LoadSettings, rate: number): Promise<ScenarioResult> {
+/**
+ * The service's event-loop delay gauges (src/metrics/service-metrics.ts): each scrape reports the
+ * window since the one before, so a scrape before the run starts the window and one after reads it.
+ */
+async function eventLoopDelay(metricsUrl: string): Promise<ScenarioResult['eventLoopDelayMs']> {
+  try {
+    const text = await (await fetch(metricsUrl)).text();
+    const gauge = (name: string) => Number(new RegExp(`^nodejs_eventloop_delay_${name}_seconds (\\S+)$`, 'm').exec(text)?.[1]);
+    const values = { mean: gauge('mean'), p99: gauge('p99'), max: gauge('max') };
+    if (Object.values(values).some((value) => !Number.isFinite(value))) return undefined;
+    const ms = (seconds: number) => Math.round(seconds * 1e5) / 100;
+    return { mean: ms(values.mean), p99: ms(values.p99), max: ms(values.max) };
+  } catch {
+    return undefined;
+  }
+}
+
+export async function runPacedScenario(scenario: Scenario, settings: LoadSettings, rate: number, metricsUrl?: string): Promise<ScenarioResult> {
   const base = emptyResult(scenario);
   const refused = await preflight(scenario);
   if (refused) return { ...base, skipped: refused };
@@ -203,6 +222,7 @@ export async function runPacedScenario(scenario: Scenario, settings: LoadSetting
   let timeouts = 0;
   let sent = 0;
   let completed = 0;
+  if (metricsUrl) await eventLoopDelay(metricsUrl);
   const before = new Map(roles.map(([role, pids]) => [role, cpuMs(pids)]));
   const interval = 1000 / rate;
   const start = performance.now();
@@ -248,6 +268,7 @@ export async function runPacedScenario(scenario: Scenario, settings: LoadSetting
     tick();
   });
   const durationS = (performance.now() - start) / 1000;
+  const loopDelay = metricsUrl ? await eventLoopDelay(metricsUrl) : undefined;
   await pool.close();
   const settled = await settle(allPids);
   const cpuUsPerRequest: ScenarioResult['cpuUsPerRequest'] = {};
@@ -268,5 +289,6 @@ export async function runPacedScenario(scenario: Scenario, settings: LoadSetting
     errorSamples: [...errorSamples],
     cpuUsPerRequest,
     ...(settled ? {} : { cpuIncomplete: true }),
+    ...(loopDelay ? { eventLoopDelayMs: loopDelay } : {}),
   };
 }

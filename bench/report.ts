@@ -23,7 +23,7 @@ export interface Comparisons {
   gatewayServiceUsPerRequest?: number;
   bareProxyUsPerRequest?: number;
   /** Paced at a share of the gateway's top rate: its p99 minus the upstream's own p99 at that rate. */
-  pacedLoads?: { share: number; rate: number; gatewayP99Ms: number; upstreamP99Ms: number; addedP99Ms: number }[];
+  pacedLoads?: { share: number; rate: number; gatewayP99Ms: number; upstreamP99Ms: number; addedP99Ms: number; eventLoopDelayMs?: { mean: number; p99: number; max: number } }[];
 }
 
 export function compare(results: readonly ScenarioResult[], bcrypt: BcryptLimit | undefined): Comparisons {
@@ -48,6 +48,7 @@ export function compare(results: readonly ScenarioResult[], bcrypt: BcryptLimit 
       gatewayP99Ms: paced.latencyMs.p99,
       upstreamP99Ms: direct.latencyMs.p99,
       addedP99Ms: Math.round((paced.latencyMs.p99 - direct.latencyMs.p99) * 100) / 100,
+      ...(paced.eventLoopDelayMs ? { eventLoopDelayMs: paced.eventLoopDelayMs } : {}),
     });
   }
   return comparisons;
@@ -114,7 +115,8 @@ export function printTable(results: readonly ScenarioResult[], bcrypt: BcryptLim
     }
     for (const paced of comparisons.pacedLoads ?? []) {
       lines.push(
-        `gateway paced at ${Math.round(paced.share * 100)} % of its top rate (${number(paced.rate)} req/s): p99 ${number(paced.gatewayP99Ms, 2)} ms vs ${number(paced.upstreamP99Ms, 2)} ms straight to the upstream at that rate: added p99 ${number(paced.addedP99Ms, 2)} ms`,
+        `gateway paced at ${Math.round(paced.share * 100)} % of its top rate (${number(paced.rate)} req/s): p99 ${number(paced.gatewayP99Ms, 2)} ms vs ${number(paced.upstreamP99Ms, 2)} ms straight to the upstream at that rate: added p99 ${number(paced.addedP99Ms, 2)} ms` +
+          (paced.eventLoopDelayMs ? `; the service's event-loop delay meanwhile: mean ${number(paced.eventLoopDelayMs.mean, 2)}, p99 ${number(paced.eventLoopDelayMs.p99, 2)}, max ${number(paced.eventLoopDelayMs.max, 2)} ms` : ''),
       );
     }
   }

@@ -188,7 +188,9 @@ async function main(): Promise<number> {
       for (const name of ['gateway', 'upstream-direct'] as const) {
         const scenario = buildScenario(name, { ...(serviceUrl ? { serviceUrl } : {}), servicePids, ...(upstream ? { upstream } : {}), ...(fixtures ? { fixtures } : {}) });
         log(`${pacedName(name, share)}: ${settings.duration} s at ${rate} req/s, paced, up to ${settings.connections} connections`);
-        const result = await runPacedScenario(scenario, settings, rate);
+        // The service's event-loop delay beside the latencies (our own service only: /metrics).
+        const metricsUrl = name === 'gateway' && serviceUrl && !externalUrl ? `${serviceUrl}/metrics` : undefined;
+        const result = await runPacedScenario(scenario, settings, rate, metricsUrl);
         if (isInterrupted()) await new Promise(() => {});
         results.push({ ...result, name: pacedName(name, share), measures: `${scenario.measures}; paced at ${rate} req/s, ${Math.round(share * 100)} % of the gateway's req/s above` });
       }

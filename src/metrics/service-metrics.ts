@@ -172,10 +172,13 @@ export class ServiceMetrics {
     registry.collected('nodejs_heap_size_total_bytes', 'V8 heap allocated, in bytes.', 'gauge', [], () => [[[], process.memoryUsage().heapTotal]]);
     if (options.eventLoopDelay !== false) {
       // Sampled by a libuv timer every 20 ms: no cost on requests.
-      const histogram = monitorEventLoopDelay({ resolution: 20 });
+      const resolutionMs = 20;
+      const histogram = monitorEventLoopDelay({ resolution: resolutionMs });
       histogram.enable();
       this.eventLoopDelay = histogram;
-      const read = (pick: (h: IntervalHistogram) => number) => (histogram.count > 0 ? pick(histogram) / 1e9 : 0);
+      // The histogram records each sampling interval whole (an idle loop reads 20 ms): the delay
+      // is what exceeds the interval.
+      const read = (pick: (h: IntervalHistogram) => number) => (histogram.count > 0 ? Math.max(0, pick(histogram) - resolutionMs * 1e6) / 1e9 : 0);
       registry.collected('nodejs_eventloop_delay_p99_seconds', 'Event loop delay, 99th percentile since the previous scrape.', 'gauge', [], () => [[[], read((h) => h.percentile(99))]]);
       registry.collected('nodejs_eventloop_delay_max_seconds', 'Largest event loop delay since the previous scrape.', 'gauge', [], () => [[[], read((h) => h.max)]]);
       registry.collected('nodejs_eventloop_delay_mean_seconds', 'Mean event loop delay since the previous scrape.', 'gauge', [], () => {

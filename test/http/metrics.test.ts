@@ -107,6 +107,12 @@ t.test('GET /metrics: counts identity API requests, token validations, caches an
     t.match(first.body, new RegExp(`^${name} \\d`, 'm'), `${name} is exposed`);
   }
 
+  // The event loop's delay is sampled by a real timer: an idle loop waits here for a few samples.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const idle = await testApp.request({ method: 'GET', url: '/metrics' });
+  const mean = Number(/^nodejs_eventloop_delay_mean_seconds (\S+)$/m.exec(idle.body)?.[1]);
+  t.ok(mean >= 0 && mean < 0.02, `an idle loop's delay is below the 20 ms sampling interval, not the interval itself (mean ${mean} s)`);
+
   t.equal((await testApp.call('GET', '/v3/users')).statusCode, 200, 'warm-up: the admin token is in the validation cache');
   const before = await scrape(testApp);
   for (let i = 0; i < 3; i++) t.equal((await testApp.call('GET', '/v3/users')).statusCode, 200);
