@@ -325,9 +325,9 @@ export class AssignmentService {
   async listAssignments(filter: AssignmentFilter): Promise<AssignmentEntry[]> {
     checkAssignmentFilter(filter);
     if (!filter.effective) return this.directAssignments(this.store.reader(), filter);
-    const entries: AssignmentEntry[] = [];
-    for await (const page of this.effectivePages(filter, undefined)) entries.push(...page.rows);
-    return entries;
+    // Without a page size the whole listing is one page (no spread: it may hold 100k+ entries).
+    const { value: page } = await this.effectivePages(filter, undefined).next();
+    return page?.rows ?? [];
   }
 
   /**

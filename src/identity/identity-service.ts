@@ -157,7 +157,7 @@ export class IdentityService {
     return current ?? undefined;
   }
 
-  async listUsers(filter: UserFilter & { groupId?: string }): Promise<User[]> {
+  async listUsers(filter: UserFilter): Promise<User[]> {
     const em = this.store.reader();
     return this.usersOf(em, await this.repository.listUsers(em, filter));
   }

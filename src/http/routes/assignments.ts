@@ -105,8 +105,8 @@ export function registerAssignmentRoutes(app: App, api: IdentityApi): void {
     }
   }
 
-  // The whole list, as Keystone; direct assignments are read and written LIST_PAGE_SIZE at a time,
-  // names (include_names) looked up per page (list-stream.ts).
+  // The whole list, as Keystone; read and written LIST_PAGE_SIZE grants at a time (effective ones
+  // expanded per page), names (include_names) looked up per page (list-stream.ts).
   app.get('/v3/role_assignments', { schema: { response: { 200: RoleAssignments } } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:list_role_assignments', listingTarget(request));
     const query = request.query as Query;
