@@ -176,6 +176,9 @@ t.test('long lists are streamed in pages with the same bytes as one page', async
     const refused = await call('GET', `/v3/role_assignments?user.id=${users[0]!.id}&group.id=${groups[0]!.id}`);
     t.equal(refused.statusCode, 400);
     t.equal(refused.json().error.message, 'Specify a user or group, not both');
+    const unknown = await call('GET', '/v3/role_assignments?effective&scope.project.id=nope');
+    t.equal(unknown.statusCode, 404, 'an effective listing of an unknown project: 404 before anything is sent');
+    t.same(unknown.json().error, { code: 404, title: 'Not Found', message: 'Could not find project: nope.' });
     testApp.config.listPageSize = ONE_PAGE;
   });
 
