@@ -66,6 +66,13 @@ export class Revocations {
   private readonly known = new Set<number>();
   /** revoked_at of the newest event seen, for catching up. */
   private newestRevokedAt = 0;
+  /** Bumped whenever the index changes: a token found unrevoked at the current version still is. */
+  private version = 0;
+  /**
+   * Per token (the validation cache keeps one object per token), the version at which it was last
+   * found unrevoked: a cache hit then costs one lookup, not a string key per attribute.
+   */
+  private readonly unrevokedAt = new WeakMap<RevocableToken, number>();
 
   constructor(
     private readonly store: Store,
@@ -76,6 +83,7 @@ export class Revocations {
     const rows = await this.store.reader().find(RevocationEventEntity, {}, { orderBy: { id: 'asc' } });
     this.filed.clear();
     this.known.clear();
+    this.version++;
     for (const row of rows) this.index(fromRow(row));
   }
 
@@ -129,6 +137,7 @@ export class Revocations {
   }
 
   isRevoked(token: RevocableToken): boolean {
+    if (this.unrevokedAt.get(token) === this.version) return false;
     const issuedAt = wholeSeconds(token.issuedAt);
     const keys = [`auditId:${token.auditId}`, `auditChainId:${token.auditChainId}`, `userId:${token.userId}`, 'all'];
     if (token.projectId) keys.push(`projectId:${token.projectId}`);
@@ -143,6 +152,7 @@ export class Revocations {
         if (event.issuedBefore >= issuedAt && matches(event, token)) return true;
       }
     }
+    this.unrevokedAt.set(token, this.version);
     return false;
   }
 
@@ -159,6 +169,7 @@ export class Revocations {
       this.known.add(event.id);
     }
     this.newestRevokedAt = Math.max(this.newestRevokedAt, event.revokedAt);
+    this.version++;
     const key = filingKey(event);
     const events = this.filed.get(key);
     if (events) events.push(event);

@@ -4,7 +4,8 @@ import { Store } from '../../src/store/database.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 
-t.test('revocation events match tokens by every attribute they carry', async (t) => {
+/** A migrated store on a new database (removed at teardown) and a clock at a fixed time. */
+async function freshStore(t: { teardown(fn: () => unknown): void }): Promise<{ store: Store; clock: ManualClock }> {
   const database = await createTestDatabase();
   const store = await Store.open({ databaseUrl: database.url, embeddedDirectory: 'memory' });
   t.teardown(async () => {
@@ -12,7 +13,11 @@ t.test('revocation events match tokens by every attribute they carry', async (t)
     await database.drop();
   });
   await store.migrate();
-  const clock = new ManualClock(Date.UTC(2026, 0, 1, 10, 0, 0));
+  return { store, clock: new ManualClock(Date.UTC(2026, 0, 1, 10, 0, 0)) };
+}
+
+t.test('revocation events match tokens by every attribute they carry', async (t) => {
+  const { store, clock } = await freshStore(t);
   const revocations = new Revocations(store, clock);
   await revocations.load();
 
@@ -73,4 +78,35 @@ t.test('revocation events match tokens by every attribute they carry', async (t)
     for (let index = 0; index < 2000; index++) await revocations.record(em, { auditId: `bulk-${index}` });
   });
   t.notOk(revocations.isRevoked(token({ userId: 'fresh', userDomainId: 'dx', projectId: 'px', assignmentDomainId: 'dy', roleIds: [], auditId: 'new', auditChainId: 'new' })));
+});
+
+t.test('a token found unrevoked is checked again once any event is indexed (recorded, caught up or reloaded)', async (t) => {
+  const { store, clock } = await freshStore(t);
+  const here = new Revocations(store, clock);
+  const elsewhere = new Revocations(store, clock);
+  await here.load();
+  await elsewhere.load();
+
+  // One object per token, as the validation cache holds it: the same object is asked every time.
+  const cached: RevocableToken = { userId: 'u1', projectId: 'p1', roleIds: ['r1'], auditId: 'a1', auditChainId: 'c1', issuedAt: clock.now() - 1000 };
+  const other: RevocableToken = { ...cached, userId: 'u2', auditId: 'a2', auditChainId: 'c2' };
+  t.notOk(here.isRevoked(cached));
+  t.notOk(here.isRevoked(cached), 'asked again with nothing new: still not revoked');
+
+  await store.transaction((em) => here.record(em, { projectId: 'p9' }));
+  t.notOk(here.isRevoked(cached), 'an event that does not match changes nothing');
+  await store.transaction((em) => here.record(em, { roleId: 'r1' }));
+  t.ok(here.isRevoked(cached), 'recorded here: the same object is revoked at once');
+
+  t.notOk(elsewhere.isRevoked(other));
+  await store.transaction((em) => here.record(em, { auditChainId: 'c2' }));
+  t.notOk(elsewhere.isRevoked(other), 'another node has not read the event yet');
+  t.equal(await elsewhere.catchUp(), 3);
+  t.ok(elsewhere.isRevoked(other), 'caught up: revoked');
+
+  const reloaded: RevocableToken = { ...cached, userId: 'u3', roleIds: [], auditId: 'a3', auditChainId: 'c3' };
+  t.notOk(elsewhere.isRevoked(reloaded));
+  await store.transaction((em) => here.record(em, { userId: 'u3' }));
+  await elsewhere.load();
+  t.ok(elsewhere.isRevoked(reloaded), 'reloaded from the database: revoked');
 });
