@@ -149,7 +149,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
           { maxHeaderSize: config.maxHeaderBytes, requestTimeout: config.requestTimeoutMs, headersTimeout: config.headersTimeoutMs },
           (request, response) => {
             if (draining) response.shouldKeepAlive = false;
-            if (gateway && routeToGateway(request)) void gateway.handle(request, response);
+            if (gateway && routeToGateway(request)) gateway.handle(request, response);
             else identityHandler(request, response);
           },
         );

@@ -49,6 +49,13 @@ export class GenerationCache<K, V> {
     return entry.value;
   }
 
+  /** Like get(), but a missing or stale entry is not counted as a miss (the caller asks get() next). */
+  getIfCurrent(key: K): V | undefined {
+    const entry = this.entries.get(key);
+    if (!entry || entry.generation !== this.currentGeneration()) return undefined;
+    return this.get(key);
+  }
+
   /** Stores a value computed while `generation` was current (a result that straddled a change is dropped). */
   set(key: K, value: V, generation: number): void {
     if (generation !== this.currentGeneration()) return;

@@ -105,6 +105,14 @@ export class ClusterSync {
   }
 
   /**
+   * Whether caches may be used at once: what prepareValidation() would answer true without waiting
+   * for anything (no revocation read under way, the bus up, not behind).
+   */
+  get cachesReady(): boolean {
+    return this.revocationRead === undefined && this.bus.connected && !this.behind;
+  }
+
+  /**
    * Call before a validation. Returns whether in-memory caches may be used; when the bus is down it
    * first reads new revocation events from the database, so a revoked token is never accepted.
    */

@@ -56,23 +56,33 @@ export class Forwarder {
 
   constructor(private readonly options: ForwarderOptions) {}
 
-  forward(request: IncomingMessage, response: ServerResponse, target: ForwardTarget, rewriteLocation: (location: string) => string): Promise<ForwardResult> {
+  /**
+   * Calls `settled` once: with the upstream's status when its headers have been written to the
+   * client, or with the failure before that; `failed` instead when Node refuses the upstream's
+   * headers (our failure, a 500). Callbacks rather than a promise: this is the per-request path.
+   */
+  forward(
+    request: IncomingMessage,
+    response: ServerResponse,
+    target: ForwardTarget,
+    rewriteLocation: (location: string) => string,
+    settled: (result: ForwardResult) => void,
+    failed: (error: unknown) => void,
+  ): void {
     const pool = this.pool(target.origin);
     const hasBody = request.headers['content-length'] !== undefined ? request.headers['content-length'] !== '0' : request.headers['transfer-encoding'] !== undefined;
-    return new Promise<ForwardResult>((resolve, reject) => {
-      const exchange = new Exchange(request, response, target.responseHeaders, rewriteLocation, resolve, reject);
-      pool.dispatch(
-        {
-          path: target.path,
-          method: request.method as Dispatcher.HttpMethod,
-          headers: target.headers as string[],
-          body: hasBody ? request : null,
-          headersTimeout: this.options.responseTimeoutMs,
-          bodyTimeout: this.options.bodyTimeoutMs,
-        },
-        exchange as unknown as Dispatcher.DispatchHandler,
-      );
-    });
+    const exchange = new Exchange(request, response, target.responseHeaders, rewriteLocation, settled, failed);
+    pool.dispatch(
+      {
+        path: target.path,
+        method: request.method as Dispatcher.HttpMethod,
+        headers: target.headers as string[],
+        body: hasBody ? request : null,
+        headersTimeout: this.options.responseTimeoutMs,
+        bodyTimeout: this.options.bodyTimeoutMs,
+      },
+      exchange as unknown as Dispatcher.DispatchHandler,
+    );
   }
 
   async close(): Promise<void> {
@@ -96,33 +106,36 @@ export class Forwarder {
 
 /**
  * One request's undici handler (the callback interface undici's core calls: onConnect, onHeaders,
- * onData, onComplete, onError). The promise settles once: with the upstream's status when its
- * headers have been written to the client, or with the failure before that.
+ * onData, onComplete, onError). It reports once: with the upstream's status when its headers have
+ * been written to the client, or with the failure before that.
  */
 class Exchange {
   private abortUpstream: ((reason?: Error) => void) | undefined;
   private resumeUpstream: (() => void) | undefined;
-  /** The promise has settled (headers written, or a failure reported). */
+  /** The outcome has been reported (headers written, or a failure). */
   private settled = false;
   /** The upstream's answer has been passed on whole. */
   private completed = false;
   /** The client's connection closed before the answer was complete. */
   private clientGone = false;
+  /** Node refused the upstream's headers: the gateway answers the client itself (500). */
+  private answeredByGateway = false;
 
   constructor(
     private readonly request: IncomingMessage,
     private readonly response: ServerResponse,
     private readonly ourHeaders: string[],
     private readonly rewriteLocation: (location: string) => string,
-    private readonly resolve: (result: ForwardResult) => void,
-    private readonly reject: (error: unknown) => void,
+    private readonly settle: (result: ForwardResult) => void,
+    private readonly fail: (error: unknown) => void,
   ) {
     // Either side breaking off ends the other: a client that goes away releases the upstream request
     // (and its connection) at once, rather than when the upstream has answered in full.
     // (Listeners are anonymous arrows passed as arguments: tsx, as production runs it, wraps every
     // function stored under a name — class fields included — in a defineProperty call per instance.)
+    // ('close' is emitted once: on() spares once()'s wrapper.)
     if (response.destroyed) this.clientGone = true;
-    else response.once('close', () => this.onClientClose());
+    else response.on('close', () => this.onClientClose());
   }
 
   private onClientClose(): void {
@@ -151,11 +164,12 @@ class Exchange {
     } catch (error) {
       // Headers Node refuses to send: a failure of ours (500), not of the upstream.
       this.settled = true;
-      this.reject(error);
+      this.answeredByGateway = true;
+      this.fail(error);
       throw error; // undici aborts the upstream request
     }
     this.settled = true;
-    this.resolve({ status: statusCode });
+    this.settle({ status: statusCode });
     return true;
   }
 
@@ -173,9 +187,10 @@ class Exchange {
 
   onError(error: Error): void {
     this.completed = true;
+    if (this.answeredByGateway) return;
     if (!this.settled) {
       this.settled = true;
-      this.resolve({ status: 0, failure: this.classify(error) });
+      this.settle({ status: 0, failure: this.classify(error) });
       return;
     }
     // Mid-body: the client must not take a truncated body for a whole one.

@@ -11,7 +11,7 @@ import type { GatewayExplainer, GatewayExplainRequest, GatewayExplanation, Polic
 import type { GatewayPolicy } from '../policy/gateway-policy.ts';
 import type { TokenContext, TokenService } from '../token/token-service.ts';
 import { accessRulesAllow } from './access-rules.ts';
-import { UpstreamCircuits, type CircuitOptions, type CircuitState } from './circuit-breaker.ts';
+import { UpstreamCircuits, type Admission, type CircuitOptions, type CircuitState } from './circuit-breaker.ts';
 import { networkMatcher, unmappedAddress } from '../network-matcher.ts';
 import { Forwarder, type ForwarderOptions, type ForwardResult } from './forwarder.ts';
 import { forwardableHeaders, identityHeaderList } from './identity-headers.ts';
@@ -95,6 +95,24 @@ interface Authorization {
   line?: number;
 }
 
+/** A request whose token validated: what each later step needs. */
+interface Caller {
+  request: IncomingMessage;
+  response: ServerResponse;
+  audit: AuditRecord;
+  target: CanonicalTarget;
+  user: TokenContext;
+  service: TokenContext | undefined;
+}
+
+/** A request the policy allowed, on its way to the upstream. */
+interface Forwarding extends Caller {
+  upstream: Upstream;
+  serviceType: string;
+  rest: { path: string; encodedPath: string };
+  admission: Admission;
+}
+
 /**
  * The ingress for every platform service: {gateway}/{service_type}/{rest}. Canonicalise the path once
  * → validate the token in process → find the internal endpoint → decide policy on the canonical path
@@ -134,13 +152,18 @@ export class Gateway implements GatewayExplainer {
     return this.circuits.states();
   }
 
-  async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  /**
+   * Answers one proxied request. Nothing is awaited on the common path (token in the validation
+   * cache, endpoint table current): the request goes to the upstream in the same turn it arrived.
+   */
+  handle(request: IncomingMessage, response: ServerResponse): void {
     const started = performance.now();
     const requestId = `req-${randomUUID()}`;
     // X-OpenStack-Request-Id goes out with the upstream's headers (forwardTo) or with ours (fail):
     // no setHeader() here, so writeHead keeps repeated upstream headers apart.
     const audit: AuditRecord = { request_id: requestId, method: request.method ?? '', path: '' };
-    response.once('close', () => {
+    // ('close' is emitted once: on() spares once()'s wrapper.)
+    response.on('close', () => {
       const elapsed = performance.now() - started;
       audit.status = response.statusCode;
       audit.latency_ms = Math.round(elapsed * 1000) / 1000;
@@ -155,19 +178,24 @@ export class Gateway implements GatewayExplainer {
       if (audit.effect === 'deny' || (audit.effect === undefined && audit.status === 401)) this.denials?.denied(request, audit);
     });
     try {
-      await this.proxy(request, response, audit, requestId);
+      const pending = this.proxy(request, response, audit);
+      if (pending) pending.catch((error: unknown) => this.failWithError(request, response, audit, error));
     } catch (error) {
-      // Domain errors, and database failures as 503.
-      const known = serviceErrorOf(error);
-      if (known) {
-        audit.reason ??= known.message;
-        this.fail(request, response, requestId, statusOf(known), known.message);
-        return;
-      }
-      audit.reason = 'internal error';
-      this.log.error({ err: loggableError(error), request_id: requestId }, 'gateway failure');
-      this.fail(request, response, requestId, 500, 'An unexpected error prevented the server from fulfilling your request.');
+      this.failWithError(request, response, audit, error);
     }
+  }
+
+  /** Domain errors as their status, database failures as 503, anything else as a logged 500. */
+  private failWithError(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, error: unknown): void {
+    const known = serviceErrorOf(error);
+    if (known) {
+      audit.reason ??= known.message;
+      this.fail(request, response, audit.request_id, statusOf(known), known.message);
+      return;
+    }
+    audit.reason = 'internal error';
+    this.log.error({ err: loggableError(error), request_id: audit.request_id }, 'gateway failure');
+    this.fail(request, response, audit.request_id, 500, 'An unexpected error prevented the server from fulfilling your request.');
   }
 
   /**
@@ -202,22 +230,38 @@ export class Gateway implements GatewayExplainer {
     await this.forwarder.close();
   }
 
-  private async proxy(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, requestId: string): Promise<void> {
+  /**
+   * Each step below returns a promise only when it had to wait (a token not in the validation cache,
+   * an endpoint table to read, the catalog header to build); errors thrown are answered by handle().
+   */
+  private proxy(request: IncomingMessage, response: ServerResponse, audit: AuditRecord): Promise<void> | undefined {
     const method = request.method ?? '';
     if (!METHODS.has(method)) {
       response.setHeader('Allow', [...METHODS].join(', '));
       audit.reason = 'method not allowed';
-      return this.fail(request, response, requestId, 405, 'The method is not allowed for the requested URL.');
+      this.fail(request, response, audit.request_id, 405, 'The method is not allowed for the requested URL.');
+      return undefined;
     }
     const target = canonicalizeTarget(request.url ?? '');
-    const serviceType = target.segments[0]!;
-    const rest = restOf(target);
-    audit.service = serviceType;
+    audit.service = target.segments[0]!;
     audit.path = target.path;
 
     const userToken = header(request, 'x-auth-token');
     if (!userToken) return this.unauthorized(request, response, audit, 'no token');
     const serviceToken = header(request, 'x-service-token');
+    const cached = serviceToken === undefined ? this.tokens.validateCached(userToken) : undefined;
+    if (cached) return this.proxyAs({ request, response, audit, target, user: cached, service: undefined });
+    return this.validateThenProxy(request, response, audit, target, userToken, serviceToken);
+  }
+
+  private async validateThenProxy(
+    request: IncomingMessage,
+    response: ServerResponse,
+    audit: AuditRecord,
+    target: CanonicalTarget,
+    userToken: string,
+    serviceToken: string | undefined,
+  ): Promise<void> {
     let user: TokenContext;
     let service: TokenContext | undefined;
     try {
@@ -230,19 +274,35 @@ export class Gateway implements GatewayExplainer {
       }
       throw error;
     }
+    return this.proxyAs({ request, response, audit, target, user, service });
+  }
+
+  private proxyAs(caller: Caller): Promise<void> | undefined {
+    const { request, response, audit, target, user } = caller;
     audit.audit_id = user.auditIds[0];
     audit.user_id = user.user.id;
     if (user.scope.type === 'project') audit.project_id = user.scope.project.id;
     if (user.scope.type === 'unscoped') return this.unauthorized(request, response, audit, 'unscoped token');
 
-    const upstream = this.upstreams.resolveCached(serviceType) ?? (await this.upstreams.resolve(serviceType));
-    if (!upstream) {
-      audit.reason = 'no internal endpoint';
-      throw new NotFoundError(`Could not find an internal endpoint for service type: ${serviceType}.`);
-    }
+    const serviceType = target.segments[0]!;
+    const upstream = this.upstreams.resolveCached(serviceType);
+    if (upstream) return this.authorizeAndForward(caller, upstream);
+    return this.upstreams.resolve(serviceType).then((resolved) => {
+      if (!resolved) {
+        audit.reason = 'no internal endpoint';
+        throw new NotFoundError(`Could not find an internal endpoint for service type: ${serviceType}.`);
+      }
+      return this.authorizeAndForward(caller, resolved);
+    });
+  }
+
+  private authorizeAndForward(caller: Caller, upstream: Upstream): Promise<void> | undefined {
+    const { request, response, audit, target, user, service } = caller;
+    const serviceType = target.segments[0]!;
+    const rest = restOf(target);
     audit.upstream = upstream.origin;
 
-    const authorization = this.authorize(user, service, this.subjectOf(user), serviceType, method, rest.path);
+    const authorization = this.authorize(user, service, this.subjectOf(user), serviceType, request.method!, rest.path);
     audit.effect = authorization.allowed ? 'allow' : 'deny';
     if (authorization.rule) audit.rule = authorization.rule;
     if (!authorization.allowed) {
@@ -256,16 +316,27 @@ export class Gateway implements GatewayExplainer {
       audit.reason = 'upstream circuit open';
       this.instruments?.upstreamError(serviceType, 'circuit_open');
       response.setHeader('Retry-After', String(admission.retryAfterSeconds));
-      return this.fail(request, response, audit.request_id, 502, CIRCUIT_OPEN);
+      this.fail(request, response, audit.request_id, 502, CIRCUIT_OPEN);
+      return undefined;
     }
-    let result: ForwardResult | undefined;
-    try {
-      const catalogHeader = this.options.serviceCatalogHeader ? await this.catalogHeader(user) : undefined;
-      result = await this.forwardTo(request, response, upstream, serviceType, target, rest, requestId, user, service, catalogHeader);
-    } finally {
-      // A trial that threw before learning anything must not hold the half-open circuit forever.
-      if (result === undefined) this.circuits.released(upstream.origin, admission);
+    const exchange: Forwarding = { ...caller, upstream, serviceType, rest, admission };
+    if (!this.options.serviceCatalogHeader) {
+      this.forwardTo(exchange, undefined);
+      return undefined;
     }
+    return this.catalogHeader(user).then(
+      (catalogHeader) => this.forwardTo(exchange, catalogHeader),
+      (error: unknown) => {
+        // A trial that failed before learning anything must not hold the half-open circuit forever.
+        this.circuits.released(upstream.origin, admission);
+        throw error;
+      },
+    );
+  }
+
+  /** The upstream's answer (or failure) is known: circuit accounting, and our error response if any. */
+  private forwarded(exchange: Forwarding, result: ForwardResult): void {
+    const { request, response, audit, upstream, serviceType, admission } = exchange;
     if (!result.failure) {
       this.circuits.succeeded(upstream.origin, admission);
       return;
@@ -276,23 +347,13 @@ export class Gateway implements GatewayExplainer {
       this.circuits.failed(upstream.origin, admission, audit.reason);
       this.instruments?.upstreamError(serviceType, result.failure.kind);
     }
-    return result.failure.kind === 'timeout'
-      ? this.fail(request, response, requestId, 504, 'The service behind the gateway did not answer in time.')
-      : this.fail(request, response, requestId, 502, 'The service behind the gateway could not be reached.');
+    if (result.failure.kind === 'timeout') this.fail(request, response, audit.request_id, 504, 'The service behind the gateway did not answer in time.');
+    else this.fail(request, response, audit.request_id, 502, 'The service behind the gateway could not be reached.');
   }
 
-  private forwardTo(
-    request: IncomingMessage,
-    response: ServerResponse,
-    upstream: Upstream,
-    serviceType: string,
-    target: CanonicalTarget,
-    rest: { encodedPath: string },
-    requestId: string,
-    user: TokenContext,
-    service: TokenContext | undefined,
-    catalogHeader: string | undefined,
-  ): Promise<ForwardResult> {
+  private forwardTo(exchange: Forwarding, catalogHeader: string | undefined): void {
+    const { request, response, audit, upstream, serviceType, target, rest, user, service, admission } = exchange;
+    const requestId = audit.request_id;
     const headers = forwardableHeaders(request.headers);
     const identity = this.identityHeadersOf(user, service);
     for (let index = 0; index < identity.length; index++) headers.push(identity[index]!);
@@ -316,12 +377,23 @@ export class Gateway implements GatewayExplainer {
     }
     headers.push('host', upstream.host, 'x-openstack-request-id', requestId);
     const upstreamPath = joinPath(upstream, rest.encodedPath) + (target.query ? `?${target.query}` : '');
-    return this.forwarder.forward(
-      request,
-      response,
-      { origin: upstream.origin, path: upstreamPath, headers, responseHeaders: ['x-openstack-request-id', requestId] },
-      (location) => rewriteLocation(location, upstream, rest.encodedPath, `${this.publicBase(request)}/${encodeURIComponent(serviceType)}`),
-    );
+    try {
+      this.forwarder.forward(
+        request,
+        response,
+        { origin: upstream.origin, path: upstreamPath, headers, responseHeaders: ['x-openstack-request-id', requestId] },
+        (location) => rewriteLocation(location, upstream, rest.encodedPath, `${this.publicBase(request)}/${encodeURIComponent(serviceType)}`),
+        (result) => this.forwarded(exchange, result),
+        (error) => {
+          this.circuits.released(upstream.origin, admission);
+          this.failWithError(request, response, audit, error);
+        },
+      );
+    } catch (error) {
+      // A trial that threw before learning anything must not hold the half-open circuit forever.
+      this.circuits.released(upstream.origin, admission);
+      throw error;
+    }
   }
 
   /** The scheme of publicBase(request), without building it. */
@@ -374,9 +446,10 @@ export class Gateway implements GatewayExplainer {
     return headers;
   }
 
-  private unauthorized(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, reason: string): void {
+  private unauthorized(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, reason: string): undefined {
     audit.reason = reason;
     this.fail(request, response, audit.request_id, 401, AuthenticationError.GENERIC);
+    return undefined;
   }
 
   private fail(request: IncomingMessage, response: ServerResponse, requestId: string, status: number, message: string): void {

@@ -32,7 +32,12 @@ t.test('denials: policy, owner rule, tokens', async (t) => {
   const revoked = (await w.testApp.login({ name: 'gw-member', domain: { id: 'default' } }, 'Pw-1', { project: { id: w.projectId } })).token;
   await w.testApp.call('DELETE', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': revoked });
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': revoked } })).status, 401, 'revoked');
-  t.equal(w.upstream.received.length, before + 1, 'only the one allowed request reached the upstream');
+  // Revoked after the gateway validated it (the validation cache holds it): refused from then on.
+  const usedThenRevoked = (await w.testApp.login({ name: 'gw-member', domain: { id: 'default' } }, 'Pw-1', { project: { id: w.projectId } })).token;
+  t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': usedThenRevoked } })).status, 200, 'forwarded while valid');
+  await w.testApp.call('DELETE', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': usedThenRevoked });
+  t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': usedThenRevoked } })).status, 401, 'revoked after use');
+  t.equal(w.upstream.received.length, before + 2, 'only the two allowed requests reached the upstream');
 
   w.testApp.clock.advance(3601_000);
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.reader } })).status, 401, 'expired');
