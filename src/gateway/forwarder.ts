@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
+import { UnavailableError } from '../errors.ts';
 
 export interface ForwarderOptions {
   connectTimeoutMs: number;
@@ -58,8 +59,10 @@ export class Forwarder {
 
   /**
    * Calls `settled` once: with the upstream's status when its headers have been written to the
-   * client, or with the failure before that; `failed` instead when Node refuses the upstream's
-   * headers (our failure, a 500). Callbacks rather than a promise: this is the per-request path.
+   * client, or with the upstream's failure before that. Calls `failed` instead for a failure of
+   * ours, which says nothing about the upstream: undici refusing the request we built (500), our
+   * pool closed by a shutdown (503), or Node refusing the upstream's headers (the response is then
+   * already destroyed). Callbacks rather than a promise: this is the per-request path.
    */
   forward(
     request: IncomingMessage,
@@ -162,9 +165,12 @@ class Exchange {
     try {
       this.response.writeHead(statusCode, headers);
     } catch (error) {
-      // Headers Node refuses to send: a failure of ours (500), not of the upstream.
+      // Headers Node refuses to send: a failure of ours, not of the upstream. writeHead has already
+      // taken the upstream's status line (and for 204/304 that there is no body), so no clean 500
+      // can follow on this response: the connection is cut, and the failure reported.
       this.settled = true;
       this.answeredByGateway = true;
+      this.response.destroy();
       this.fail(error);
       throw error; // undici aborts the upstream request
     }
@@ -190,7 +196,9 @@ class Exchange {
     if (this.answeredByGateway) return;
     if (!this.settled) {
       this.settled = true;
-      this.settle({ status: 0, failure: this.classify(error) });
+      const own = ownFailure(error);
+      if (own) this.fail(own);
+      else this.settle({ status: 0, failure: this.classify(error) });
       return;
     }
     // Mid-body: the client must not take a truncated body for a whole one.
@@ -203,4 +211,18 @@ class Exchange {
     if (this.clientGone || (this.request.destroyed && !this.request.complete)) return { kind: 'aborted', detail };
     return { kind: 'connect', detail };
   }
+}
+
+/**
+ * Errors undici raises about the request we built or about our own pool, before anything reached the
+ * upstream: not the upstream's failure, so they must not count against its circuit. Undefined for
+ * any other error.
+ */
+function ownFailure(error: Error): Error | undefined {
+  // Closed or destroyed pool: this process is shutting down.
+  if (error instanceof undiciErrors.ClientClosedError || error instanceof undiciErrors.ClientDestroyedError) {
+    return new UnavailableError('The gateway is shutting down; retry the request.');
+  }
+  if (error instanceof undiciErrors.InvalidArgumentError) return error;
+  return undefined;
 }

@@ -13,8 +13,8 @@ import type { TokenContext, TokenService } from '../token/token-service.ts';
 import { accessRulesAllow } from './access-rules.ts';
 import { UpstreamCircuits, type Admission, type CircuitOptions, type CircuitState } from './circuit-breaker.ts';
 import { networkMatcher, unmappedAddress } from '../network-matcher.ts';
-import { Forwarder, type ForwarderOptions, type ForwardResult } from './forwarder.ts';
-import { forwardableHeaders, identityHeaderList } from './identity-headers.ts';
+import { Forwarder, type ForwarderOptions, type ForwardResult, type ForwardTarget } from './forwarder.ts';
+import { asHeaderValue, forwardableHeaders, identityHeaderList } from './identity-headers.ts';
 import { canonicalizeTarget, type CanonicalTarget } from './path.ts';
 import { joinPath, type Upstream, type UpstreamDirectory } from './upstreams.ts';
 
@@ -319,13 +319,13 @@ export class Gateway implements GatewayExplainer {
       this.fail(request, response, audit.request_id, 502, CIRCUIT_OPEN);
       return undefined;
     }
-    const exchange: Forwarding = { ...caller, upstream, serviceType, rest, admission };
+    const forwarding: Forwarding = { ...caller, upstream, serviceType, rest, admission };
     if (!this.options.serviceCatalogHeader) {
-      this.forwardTo(exchange, undefined);
+      this.forwardTo(forwarding, undefined);
       return undefined;
     }
     return this.catalogHeader(user).then(
-      (catalogHeader) => this.forwardTo(exchange, catalogHeader),
+      (catalogHeader) => this.forwardTo(forwarding, catalogHeader),
       (error: unknown) => {
         // A trial that failed before learning anything must not hold the half-open circuit forever.
         this.circuits.released(upstream.origin, admission);
@@ -335,8 +335,8 @@ export class Gateway implements GatewayExplainer {
   }
 
   /** The upstream's answer (or failure) is known: circuit accounting, and our error response if any. */
-  private forwarded(exchange: Forwarding, result: ForwardResult): void {
-    const { request, response, audit, upstream, serviceType, admission } = exchange;
+  private forwarded(forwarding: Forwarding, result: ForwardResult): void {
+    const { request, response, audit, upstream, serviceType, admission } = forwarding;
     if (!result.failure) {
       this.circuits.succeeded(upstream.origin, admission);
       return;
@@ -351,9 +351,30 @@ export class Gateway implements GatewayExplainer {
     else this.fail(request, response, audit.request_id, 502, 'The service behind the gateway could not be reached.');
   }
 
-  private forwardTo(exchange: Forwarding, catalogHeader: string | undefined): void {
-    const { request, response, audit, upstream, serviceType, target, rest, user, service, admission } = exchange;
-    const requestId = audit.request_id;
+  private forwardTo(forwarding: Forwarding, catalogHeader: string | undefined): void {
+    const { request, response, audit, upstream, serviceType, rest, admission } = forwarding;
+    try {
+      this.forwarder.forward(
+        request,
+        response,
+        this.upstreamRequest(forwarding, catalogHeader),
+        (location) => rewriteLocation(location, upstream, rest.encodedPath, `${this.publicBase(request)}/${encodeURIComponent(serviceType)}`),
+        (result) => this.forwarded(forwarding, result),
+        (error) => {
+          this.circuits.released(upstream.origin, admission);
+          this.failWithError(request, response, audit, error);
+        },
+      );
+    } catch (error) {
+      // A trial that threw before learning anything must not hold the half-open circuit forever.
+      this.circuits.released(upstream.origin, admission);
+      throw error;
+    }
+  }
+
+  /** What the upstream receives: the canonical path, the client's headers minus forgeable ones, ours. */
+  private upstreamRequest(forwarding: Forwarding, catalogHeader: string | undefined): ForwardTarget {
+    const { request, audit, upstream, target, rest, user, service } = forwarding;
     const headers = forwardableHeaders(request.headers);
     const identity = this.identityHeadersOf(user, service);
     for (let index = 0; index < identity.length; index++) headers.push(identity[index]!);
@@ -375,25 +396,9 @@ export class Gateway implements GatewayExplainer {
       // Anyone else: whatever the client wrote is replaced (forwardableHeaders dropped it).
       headers.push('x-forwarded-for', peer, 'x-forwarded-proto', this.forwardedProto(host), 'x-forwarded-host', host ?? '');
     }
-    headers.push('host', upstream.host, 'x-openstack-request-id', requestId);
-    const upstreamPath = joinPath(upstream, rest.encodedPath) + (target.query ? `?${target.query}` : '');
-    try {
-      this.forwarder.forward(
-        request,
-        response,
-        { origin: upstream.origin, path: upstreamPath, headers, responseHeaders: ['x-openstack-request-id', requestId] },
-        (location) => rewriteLocation(location, upstream, rest.encodedPath, `${this.publicBase(request)}/${encodeURIComponent(serviceType)}`),
-        (result) => this.forwarded(exchange, result),
-        (error) => {
-          this.circuits.released(upstream.origin, admission);
-          this.failWithError(request, response, audit, error);
-        },
-      );
-    } catch (error) {
-      // A trial that threw before learning anything must not hold the half-open circuit forever.
-      this.circuits.released(upstream.origin, admission);
-      throw error;
-    }
+    headers.push('host', upstream.host, 'x-openstack-request-id', audit.request_id);
+    const path = joinPath(upstream, rest.encodedPath) + (target.query ? `?${target.query}` : '');
+    return { origin: upstream.origin, path, headers, responseHeaders: ['x-openstack-request-id', audit.request_id] };
   }
 
   /** The scheme of publicBase(request), without building it. */
@@ -453,7 +458,9 @@ export class Gateway implements GatewayExplainer {
   }
 
   private fail(request: IncomingMessage, response: ServerResponse, requestId: string, status: number, message: string): void {
-    if (response.headersSent) {
+    if (response.headersSent || response.destroyed) {
+      // Too late for an error body: the client sees the connection cut; audit and metrics the status.
+      if (!response.headersSent) response.statusCode = status;
       response.destroy();
       return;
     }
@@ -491,7 +498,7 @@ export class Gateway implements GatewayExplainer {
       }
       return { type: service.type, name: service.name, endpoints: [...byRegion.values()] };
     });
-    const value = JSON.stringify(v2);
+    const value = asHeaderValue(JSON.stringify(v2));
     this.catalogHeaders.set(projectId, value, generation);
     return value;
   }

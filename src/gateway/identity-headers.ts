@@ -71,11 +71,22 @@ export function forwardableHeaders(incoming: Record<string, string | string[] | 
   return headers;
 }
 
-/** identityHeaders() as a flat [name, value, …] list. */
+/** identityHeaders() as a flat [name, value, …] list, values as sent on the wire (asHeaderValue). */
 export function identityHeaderList(user: TokenContext, service: TokenContext | undefined): string[] {
   const list: string[] = [];
-  for (const [name, value] of Object.entries(identityHeaders(user, service))) list.push(name, value as string);
+  for (const [name, value] of Object.entries(identityHeaders(user, service))) list.push(name, asHeaderValue(value as string));
   return list;
+}
+
+const NON_ASCII = /[^\x00-\x7f]/;
+
+/**
+ * A header value for the upstream request: text beyond ASCII (a user, project, domain or role name)
+ * goes as its UTF-8 bytes. An HTTP header carries bytes, and undici refuses characters above U+00FF
+ * outright; one user named 李 must not turn every request into a 502.
+ */
+export function asHeaderValue(text: string): string {
+  return NON_ASCII.test(text) ? Buffer.from(text, 'utf8').toString('latin1') : text;
 }
 
 /** The headers keystonemiddleware would set for this user token (and service token, if any). */

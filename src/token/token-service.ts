@@ -265,11 +265,6 @@ export class TokenService {
   }
 
   /**
-   * Decrypts a token and checks it is still good: not expired or revoked, its user, project and
-   * domain still there and enabled, and roles still held on its scope. Any failure is a 404
-   * (NotFoundError) with Keystone's texts; callers using it as X-Auth-Token turn that into 401.
-   */
-  /**
    * A validation the cache can answer right now, without waiting for anything; otherwise undefined
    * (and nothing counted), and validate() has the answer. The gateway's hot path: no promise.
    */
@@ -282,6 +277,11 @@ export class TokenService {
     return hit.context;
   }
 
+  /**
+   * Decrypts a token and checks it is still good: not expired or revoked, its user, project and
+   * domain still there and enabled, and roles still held on its scope. Any failure is a 404
+   * (NotFoundError) with Keystone's texts; callers using it as X-Auth-Token turn that into 401.
+   */
   async validate(token: string, options: ValidateOptions = {}): Promise<TokenContext> {
     const generation = this.sync.generation;
     const cacheable = (await this.sync.prepareValidation()) && !options.allowExpired;

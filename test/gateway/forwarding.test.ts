@@ -140,3 +140,29 @@ t.test('identity headers for system and domain scope, service tokens and the v2 
   t.same(echo, { type: 'echo', name: 'echo', endpoints: [{ region: 'RegionOne', internalURL: `${w.upstream.url}/v1`, publicURL: 'http://gateway.test/echo/v1' }] });
   t.equal(w.upstream.received.at(-1)!.headers['x-service-token'], w.admin, 'the service token is forwarded unchanged too');
 });
+
+t.test('names beyond ASCII reach the upstream as UTF-8 bytes, and do not count against its circuit', async (t) => {
+  const w = await gatewayWorld(t, { GATEWAY_SERVICE_CATALOG_HEADER: 'true', UPSTREAM_CIRCUIT_FAILURES: '1' });
+  const { call, login } = w.testApp;
+  const member = (await call('GET', '/v3/roles?name=member')).json().roles[0];
+  const project = (await call('POST', '/v3/projects', { project: { name: 'Projekt Größe' } })).json().project;
+  const user = (await call('POST', '/v3/users', { user: { name: '李雷', password: 'Pw-1' } })).json().user;
+  t.equal((await call('PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${member.id}`)).statusCode, 204);
+  const service = (await call('POST', '/v3/services', { service: { type: 'wiki', name: 'Вики' } })).json().service;
+  await call('POST', '/v3/endpoints', { endpoint: { service_id: service.id, interface: 'internal', region_id: 'RegionOne', url: `${w.upstream.url}/v1` } });
+  const token = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
+
+  // Twice: with a threshold of 1, a failure counted against the upstream would open its circuit.
+  for (const attempt of ['first', 'second']) {
+    const response = await rawRequest(w.port, { path: `/echo/v1/public/x`, headers: { 'x-auth-token': token } });
+    t.equal(response.status, 200, `${attempt} request forwarded`);
+  }
+  // Node reads header bytes as Latin-1: the UTF-8 bytes we sent decode back to the names.
+  const received = w.upstream.received.at(-1)!.headers;
+  const utf8 = (value: unknown) => Buffer.from(String(value), 'latin1').toString('utf8');
+  t.equal(utf8(received['x-user-name']), '李雷');
+  t.equal(utf8(received['x-project-name']), 'Projekt Größe', 'Latin-1 letters go as UTF-8 too, not as single bytes');
+  t.equal(received['x-user-id'], user.id, 'ASCII values are unchanged');
+  const catalog = JSON.parse(utf8(received['x-service-catalog']));
+  t.ok(catalog.some((entry: { name: string }) => entry.name === 'Вики'), 'the catalog header as well');
+});
