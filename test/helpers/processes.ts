@@ -23,7 +23,9 @@ export interface ServiceProcess {
   stop(): Promise<void>;
 }
 
-async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+// A service start compiles the whole tree with tsx (several seconds of CPU); with tap running four
+// files at once on two cores it has taken over 30 s.
+async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check().catch(() => false)) return;
