@@ -28,15 +28,22 @@ export class GenerationCache<K, V> {
 
   get(key: K): V | undefined {
     const entry = this.entries.get(key);
-    if (!entry) {
+    // A stale entry is kept (until replaced or evicted) as the last known value: see lastKnown().
+    if (!entry || entry.generation !== this.currentGeneration()) {
       this.stats.misses++;
       return undefined;
     }
-    if (entry.generation !== this.currentGeneration()) {
-      // Kept (until replaced or evicted) as the last known value: see lastKnown().
-      this.stats.misses++;
-      return undefined;
-    }
+    return this.hit(key, entry);
+  }
+
+  /** Like get(), but a missing or stale entry is not counted as a miss (the caller asks get() next). */
+  getIfCurrent(key: K): V | undefined {
+    const entry = this.entries.get(key);
+    if (!entry || entry.generation !== this.currentGeneration()) return undefined;
+    return this.hit(key, entry);
+  }
+
+  private hit(key: K, entry: { generation: number; value: V; insertedAt: number }): V {
     this.stats.hits++;
     // Re-insert to mark it most recently used, but only once it has drifted into the older half:
     // a delete and set on a large Map per hit cost tens of µs, and an entry inserted fewer than
@@ -47,13 +54,6 @@ export class GenerationCache<K, V> {
       this.entries.set(key, entry);
     }
     return entry.value;
-  }
-
-  /** Like get(), but a missing or stale entry is not counted as a miss (the caller asks get() next). */
-  getIfCurrent(key: K): V | undefined {
-    const entry = this.entries.get(key);
-    if (!entry || entry.generation !== this.currentGeneration()) return undefined;
-    return this.get(key);
   }
 
   /** Stores a value computed while `generation` was current (a result that straddled a change is dropped). */

@@ -121,7 +121,7 @@ class Exchange {
   private completed = false;
   /** The client's connection closed before the answer was complete. */
   private clientGone = false;
-  /** Node refused the upstream's headers: the gateway answers the client itself (500). */
+  /** Node refused the upstream's headers: the response was destroyed and the failure reported. */
   private answeredByGateway = false;
 
   constructor(

@@ -271,10 +271,15 @@ export class TokenService {
   validateCached(token: string): TokenContext | undefined {
     if (!this.sync.cachesReady) return undefined;
     const hit = this.cache.getIfCurrent(token);
-    if (!hit || this.clock.now() >= hit.context.expiresAt || this.revocations.isRevoked(hit.revocable)) return undefined;
+    if (!hit || !this.stillGood(hit)) return undefined;
     this.validationStats.valid++;
     this.validationStats.cacheHits++;
     return hit.context;
+  }
+
+  /** A cached validation that still holds: not expired, not revoked since. */
+  private stillGood(hit: { context: TokenContext; revocable: RevocableToken }): boolean {
+    return this.clock.now() < hit.context.expiresAt && !this.revocations.isRevoked(hit.revocable);
   }
 
   /**
@@ -289,7 +294,7 @@ export class TokenService {
     if (cacheable) {
       const hit = this.cache.get(token);
       if (hit) {
-        if (this.clock.now() < hit.context.expiresAt && !this.revocations.isRevoked(hit.revocable)) {
+        if (this.stillGood(hit)) {
           stats.valid++;
           stats.cacheHits++;
           return hit.context;
