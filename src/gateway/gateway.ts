@@ -382,7 +382,8 @@ export class Gateway implements GatewayExplainer {
     const host = header(request, 'host');
     const peer = unmappedAddress(request.socket.remoteAddress ?? '');
     if (this.isTrustedProxy(peer)) {
-      // Behind our own load balancer: its chain is kept and extended, its scheme and host believed.
+      // Behind our own load balancer: its chain is kept and extended, its scheme, host and port
+      // believed. (Its Forwarded is dropped all the same: see BELIEVED_HEADER_FAMILIES.)
       const chain = header(request, 'x-forwarded-for');
       headers.push(
         'x-forwarded-for',
@@ -392,6 +393,8 @@ export class Gateway implements GatewayExplainer {
         'x-forwarded-host',
         header(request, 'x-forwarded-host') ?? host ?? '',
       );
+      const port = header(request, 'x-forwarded-port');
+      if (port !== undefined) headers.push('x-forwarded-port', port);
     } else {
       // Anyone else: whatever the client wrote is replaced (forwardableHeaders dropped it).
       headers.push('x-forwarded-for', peer, 'x-forwarded-proto', this.forwardedProto(host), 'x-forwarded-host', host ?? '');
