@@ -10,6 +10,8 @@ interface ExpectAnswer {
   /** A 100 Continue came before the final answer. */
   continued: boolean;
   status: number;
+  /** The final answer's Connection header. */
+  connection: string | undefined;
   body: string;
 }
 
@@ -34,7 +36,7 @@ function withExpectContinue(port: number, options: { method: string; path: strin
       response.on('end', () => {
         // Refused without 100: the body was never sent; the request is over.
         if (!continued) request.destroy();
-        resolve({ continued, status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString() });
+        resolve({ continued, status: response.statusCode ?? 0, connection: response.headers.connection, body: Buffer.concat(chunks).toString() });
       });
     });
     request.on('error', reject);
@@ -50,6 +52,7 @@ t.test('gateway: 100 Continue only once the request is authenticated and allowed
   const noToken = await withExpectContinue(w.port, { method: 'POST', path, body });
   t.same({ continued: noToken.continued, status: noToken.status }, { continued: false, status: 401 }, 'no token: 401 without 100, the body is never sent');
   t.equal(JSON.parse(noToken.body).error.code, 401);
+  t.equal(noToken.connection, 'close', 'the unsent body is not waited for: the connection closes');
   const badToken = await withExpectContinue(w.port, { method: 'POST', path, headers: { 'x-auth-token': 'gAAAAABgarbage' }, body });
   t.same({ continued: badToken.continued, status: badToken.status }, { continued: false, status: 401 }, 'a bad token likewise');
   const denied = await withExpectContinue(w.port, { method: 'POST', path, headers: { 'x-auth-token': w.reader }, body });
@@ -68,6 +71,7 @@ t.test('identity API: 100 Continue after the token is validated; at once on publ
   const body = JSON.stringify({ project: { name: 'expect-continue' } });
   const badToken = await withExpectContinue(w.port, { method: 'POST', path: '/v3/projects', headers: { 'x-auth-token': 'gAAAAABgarbage' }, body });
   t.same({ continued: badToken.continued, status: badToken.status }, { continued: false, status: 401 });
+  t.equal(badToken.connection, 'close');
   const noToken = await withExpectContinue(w.port, { method: 'POST', path: '/identity/v3/projects', body });
   t.same({ continued: noToken.continued, status: noToken.status }, { continued: false, status: 401 }, 'under /identity too');
   const created = await withExpectContinue(w.port, { method: 'POST', path: '/v3/projects', headers: { 'x-auth-token': w.admin }, body });
