@@ -18,6 +18,7 @@ import { Gateway } from './gateway/gateway.ts';
 import { UpstreamDirectory } from './gateway/upstreams.ts';
 import { clientAddressResolver } from './http/client-address.ts';
 import { handleFrameworkError } from './http/errors.ts';
+import { answerExpectationFailed, markExpectsContinue, registerExpectContinue } from './http/expect.ts';
 import { MOUNT_PREFIX } from './http/links.ts';
 import type { GatewayPolicy } from './policy/gateway-policy.ts';
 import { PolicyReloader } from './policy/policy-reloader.ts';
@@ -145,14 +146,21 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     let gateway: Gateway | undefined;
     const server = Fastify({
       serverFactory: (identityHandler) => {
+        const dispatch = (request: http.IncomingMessage, response: http.ServerResponse, expectsContinue: boolean) => {
+          if (draining) response.shouldKeepAlive = false;
+          if (gateway && routeToGateway(request)) gateway.handle(request, response, expectsContinue);
+          else {
+            if (expectsContinue) markExpectsContinue(request);
+            identityHandler(request, response);
+          }
+        };
         const httpServer = http.createServer(
           { maxHeaderSize: config.maxHeaderBytes, requestTimeout: config.requestTimeoutMs, headersTimeout: config.headersTimeoutMs },
-          (request, response) => {
-            if (draining) response.shouldKeepAlive = false;
-            if (gateway && routeToGateway(request)) gateway.handle(request, response);
-            else identityHandler(request, response);
-          },
+          (request, response) => dispatch(request, response, false),
         );
+        // Expect: 100-continue is answered once the request is authenticated, not at once (src/http/expect.ts).
+        httpServer.on('checkContinue', (request: http.IncomingMessage, response: http.ServerResponse) => dispatch(request, response, true));
+        httpServer.on('checkExpectation', (_request: http.IncomingMessage, response: http.ServerResponse) => answerExpectationFailed(response));
         // Node hands CONNECT to a 'connect' listener, and closes the socket silently without one.
         httpServer.on('connect', (_request, socket: Duplex) =>
           answerOnSocket(socket, 405, 'The method is not allowed for the requested URL.', 'Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n'),
@@ -174,6 +182,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       frameworkErrors: handleFrameworkError,
     }).withTypeProvider<TypeBoxTypeProvider>();
     server.setValidatorCompiler(TypeBoxValidatorCompiler);
+    registerExpectContinue(server);
 
     const log = server.log;
     const revocations = new Revocations(store, clock);

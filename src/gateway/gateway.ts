@@ -103,6 +103,8 @@ interface Caller {
   target: CanonicalTarget;
   user: TokenContext;
   service: TokenContext | undefined;
+  /** The client sent Expect: 100-continue and waits for 100 before its body. */
+  expectsContinue: boolean;
 }
 
 /** A request the policy allowed, on its way to the upstream. */
@@ -155,8 +157,10 @@ export class Gateway implements GatewayExplainer {
   /**
    * Answers one proxied request. Nothing is awaited on the common path (token in the validation
    * cache, endpoint table current): the request goes to the upstream in the same turn it arrived.
+   * `expectsContinue`: the client sent Expect: 100-continue (Node's 'checkContinue'); 100 is sent
+   * only once the request is authenticated and allowed, so a refused client never sends its body.
    */
-  handle(request: IncomingMessage, response: ServerResponse): void {
+  handle(request: IncomingMessage, response: ServerResponse, expectsContinue = false): void {
     const started = performance.now();
     const requestId = `req-${randomUUID()}`;
     // X-OpenStack-Request-Id goes out with the upstream's headers (forwardTo) or with ours (fail):
@@ -178,7 +182,7 @@ export class Gateway implements GatewayExplainer {
       if (audit.effect === 'deny' || (audit.effect === undefined && audit.status === 401)) this.denials?.denied(request, audit);
     });
     try {
-      const pending = this.proxy(request, response, audit);
+      const pending = this.proxy(request, response, audit, expectsContinue);
       if (pending) pending.catch((error: unknown) => this.failWithError(request, response, audit, error));
     } catch (error) {
       this.failWithError(request, response, audit, error);
@@ -234,7 +238,7 @@ export class Gateway implements GatewayExplainer {
    * Each step below returns a promise only when it had to wait (a token not in the validation cache,
    * an endpoint table to read, the catalog header to build); errors thrown are answered by handle().
    */
-  private proxy(request: IncomingMessage, response: ServerResponse, audit: AuditRecord): Promise<void> | undefined {
+  private proxy(request: IncomingMessage, response: ServerResponse, audit: AuditRecord, expectsContinue: boolean): Promise<void> | undefined {
     const method = request.method ?? '';
     if (!METHODS.has(method)) {
       response.setHeader('Allow', [...METHODS].join(', '));
@@ -250,8 +254,8 @@ export class Gateway implements GatewayExplainer {
     if (!userToken) return this.unauthorized(request, response, audit, 'no token');
     const serviceToken = header(request, 'x-service-token');
     const cached = serviceToken === undefined ? this.tokens.validateCached(userToken) : undefined;
-    if (cached) return this.proxyAs({ request, response, audit, target, user: cached, service: undefined });
-    return this.validateThenProxy(request, response, audit, target, userToken, serviceToken);
+    if (cached) return this.proxyAs({ request, response, audit, target, user: cached, service: undefined, expectsContinue });
+    return this.validateThenProxy(request, response, audit, target, userToken, serviceToken, expectsContinue);
   }
 
   private async validateThenProxy(
@@ -261,6 +265,7 @@ export class Gateway implements GatewayExplainer {
     target: CanonicalTarget,
     userToken: string,
     serviceToken: string | undefined,
+    expectsContinue: boolean,
   ): Promise<void> {
     let user: TokenContext;
     let service: TokenContext | undefined;
@@ -274,7 +279,7 @@ export class Gateway implements GatewayExplainer {
       }
       throw error;
     }
-    return this.proxyAs({ request, response, audit, target, user, service });
+    return this.proxyAs({ request, response, audit, target, user, service, expectsContinue });
   }
 
   private proxyAs(caller: Caller): Promise<void> | undefined {
@@ -354,10 +359,13 @@ export class Gateway implements GatewayExplainer {
   private forwardTo(forwarding: Forwarding, catalogHeader: string | undefined): void {
     const { request, response, audit, upstream, serviceType, rest, admission } = forwarding;
     try {
+      const target = this.upstreamRequest(forwarding, catalogHeader);
+      // Authenticated, allowed, admitted: now the client may send its body.
+      if (forwarding.expectsContinue) response.writeContinue();
       this.forwarder.forward(
         request,
         response,
-        this.upstreamRequest(forwarding, catalogHeader),
+        target,
         (location) => rewriteLocation(location, upstream, rest.encodedPath, `${this.publicBase(request)}/${encodeURIComponent(serviceType)}`),
         (result) => this.forwarded(forwarding, result),
         (error) => {
@@ -382,7 +390,8 @@ export class Gateway implements GatewayExplainer {
     const host = header(request, 'host');
     const peer = unmappedAddress(request.socket.remoteAddress ?? '');
     if (this.isTrustedProxy(peer)) {
-      // Behind our own load balancer: its chain is kept and extended, its scheme and host believed.
+      // Behind our own load balancer: its chain is kept and extended, its scheme, host and port
+      // believed. (Its Forwarded is dropped all the same: see BELIEVED_HEADER_FAMILIES.)
       const chain = header(request, 'x-forwarded-for');
       headers.push(
         'x-forwarded-for',
@@ -392,6 +401,8 @@ export class Gateway implements GatewayExplainer {
         'x-forwarded-host',
         header(request, 'x-forwarded-host') ?? host ?? '',
       );
+      const port = header(request, 'x-forwarded-port');
+      if (port !== undefined) headers.push('x-forwarded-port', port);
     } else {
       // Anyone else: whatever the client wrote is replaced (forwardableHeaders dropped it).
       headers.push('x-forwarded-for', peer, 'x-forwarded-proto', this.forwardedProto(host), 'x-forwarded-host', host ?? '');

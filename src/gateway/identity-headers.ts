@@ -1,8 +1,15 @@
 import type { TokenContext } from '../token/token-service.ts';
 
+/**
+ * A header name in the one form names are compared in: lower case, '_' read as '-' (CGI and WSGI
+ * servers give X_ROLES and X-Roles the same key, HTTP_X_ROLES).
+ */
+export function normalizedHeaderName(name: string): string {
+  return name.toLowerCase().replace(/_/g, '-');
+}
+
 // Every header keystonemiddleware sets, their X-Service-* twins, the deprecated ones, and
-// OpenStack-System-Scope (which keystonemiddleware itself forgets to strip): a client may never
-// send any of them to a service behind us. Names are lower case (Node lower-cases incoming ones).
+// OpenStack-System-Scope (which keystonemiddleware itself forgets to strip).
 const USER_HEADERS = [
   'x-identity-status',
   'x-domain-id',
@@ -31,6 +38,95 @@ export const FORGEABLE_HEADERS: ReadonlySet<string> = new Set([
   'openstack-system-scope',
 ]);
 
+/**
+ * Request headers a common framework or server behind us believes, by what they claim (README,
+ * "Headers a service behind the gateway can believe"). A client may never send any of them to a
+ * service: the gateway sets X-Forwarded-For/-Proto/-Host (-Port from a trusted proxy) itself and
+ * drops every other one.
+ */
+export const BELIEVED_HEADER_FAMILIES = {
+  /** Who the caller is: keystonemiddleware's set, nova's noauth and Swift's tempauth, auth proxies. */
+  identity: [
+    ...FORGEABLE_HEADERS,
+    'x-auth-project-id',
+    'x-auth-user',
+    'x-auth-key',
+    'remote-user',
+    'x-remote-user',
+    'x-remote-group',
+    'x-forwarded-user',
+    'x-forwarded-email',
+    'x-forwarded-groups',
+    'x-forwarded-preferred-username',
+    'x-auth-request-user',
+    'x-auth-request-email',
+    'x-auth-request-groups',
+    'x-auth-request-preferred-username',
+  ],
+  /** A client certificate a TLS-terminating proxy verified: the gateway verifies none. */
+  clientCertificate: [
+    'x-forwarded-client-cert',
+    'x-client-cert',
+    'x-ssl-client-cert',
+    'ssl-client-cert',
+    'x-client-verify',
+    'x-ssl-client-verify',
+    'ssl-client-verify',
+    'x-client-dn',
+    'x-ssl-client-dn',
+    'x-ssl-client-s-dn',
+    'x-arr-clientcert',
+  ],
+  /** The client's address: only X-Forwarded-For, set from the socket (and TRUSTED_PROXIES). */
+  clientAddress: [
+    'x-forwarded-for',
+    'forwarded',
+    'x-real-ip',
+    'x-client-ip',
+    'client-ip',
+    'true-client-ip',
+    'cf-connecting-ip',
+    'cf-connecting-ipv6',
+    'x-cluster-client-ip',
+    'fastly-client-ip',
+    'x-original-forwarded-for',
+    'x-forwarded',
+    'forwarded-for',
+    'x-envoy-external-address',
+    'x-appengine-user-ip',
+    'x-proxyuser-ip',
+  ],
+  /** The scheme, host and port the client used: only X-Forwarded-Proto/-Host (-Port), set by us. */
+  schemeAndHost: [
+    'x-forwarded-proto',
+    'x-forwarded-host',
+    'x-forwarded-port',
+    'x-forwarded-ssl',
+    'x-forwarded-scheme',
+    'x-forwarded-protocol',
+    'x-forwarded-server',
+    'front-end-https',
+    'x-url-scheme',
+    'x-scheme',
+    'x-original-host',
+    'x-host',
+  ],
+  /** Where the service is mounted or which path was asked for: policy decided on the path we send. */
+  path: [
+    'x-forwarded-prefix',
+    'x-script-name',
+    'script-name',
+    'x-original-url',
+    'x-original-uri',
+    'x-rewrite-url',
+    'x-forwarded-path',
+    'x-forwarded-uri',
+    'x-envoy-original-path',
+  ],
+  /** Another method than the request's: policy decided on the request's. */
+  method: ['x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-method'],
+} as const satisfies Record<string, readonly string[]>;
+
 // Hop-by-hop headers (RFC 9110 §7.6.1) and ones this proxy sets itself.
 const NOT_FORWARDED: ReadonlySet<string> = new Set([
   'connection',
@@ -44,20 +140,19 @@ const NOT_FORWARDED: ReadonlySet<string> = new Set([
   'transfer-encoding',
   'expect',
   'host',
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
   'x-openstack-request-id',
 ]);
 
 export type HeaderMap = Record<string, string | string[]>;
 
-/** Every header name a client's request never passes on with: the forgeable and the hop-by-hop ones. */
-const DROPPED: ReadonlySet<string> = new Set([...FORGEABLE_HEADERS, ...NOT_FORWARDED]);
+/** Every header name a client's request never passes on with, normalised: believed and hop-by-hop ones. */
+const DROPPED: ReadonlySet<string> = new Set([...Object.values(BELIEVED_HEADER_FAMILIES).flat(), ...NOT_FORWARDED].map(normalizedHeaderName));
 
 /**
- * The client's headers minus forgeable identity headers and hop-by-hop ones, as a flat
- * [name, value, …] list (undici takes it as is; no object is built per request).
+ * The client's headers minus the believed and hop-by-hop ones, as a flat [name, value, …] list
+ * (undici takes it as is; no object is built per request). A name with '_' is never forwarded, as
+ * nginx and Apache do by default: a WSGI service would read X_ROLES as X-Roles. Node lower-cases
+ * names, so what remains is in normalised form already: one Set lookup per header.
  */
 export function forwardableHeaders(incoming: Record<string, string | string[] | undefined>): (string | string[])[] {
   const headers: (string | string[])[] = [];
@@ -65,7 +160,7 @@ export function forwardableHeaders(incoming: Record<string, string | string[] | 
   for (let index = 0; index < names.length; index++) {
     const name = names[index]!;
     const value = incoming[name];
-    if (value === undefined || DROPPED.has(name)) continue;
+    if (value === undefined || name.includes('_') || DROPPED.has(name)) continue;
     headers.push(name, value);
   }
   return headers;

@@ -41,3 +41,34 @@ t.test('behind a trusted proxy the chain is kept and extended, and its scheme an
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: FORGED })).status, 401);
   t.equal(w.upstream.received.length, before);
 });
+
+t.test('Forwarded, X-Real-Ip, X-Forwarded-Prefix and method overrides never reach the service', async (t) => {
+  for (const trustedProxies of ['10.0.0.0/8', '127.0.0.0/8']) {
+    const w = await gatewayWorld(t, { TRUSTED_PROXIES: trustedProxies });
+    const trusted = trustedProxies === '127.0.0.0/8';
+    // oslo.middleware's HTTPProxyToWSGI reads Forwarded before X-Forwarded-*: a client must not pick
+    // the scheme and host a service sees, from any peer (a trusted proxy's X-Forwarded-* say it all).
+    const response = await rawRequest(w.port, {
+      path: `/echo/v1/${w.projectId}/things`,
+      headers: {
+        'x-auth-token': w.reader,
+        forwarded: 'for=203.0.113.9;proto=https;host=evil.example',
+        'x-real-ip': '203.0.113.9',
+        'x-forwarded-prefix': '/admin',
+        'x-forwarded-port': '8443',
+        'x-http-method-override': 'DELETE',
+        'X-HTTP-Method': 'DELETE',
+        'X-Method-Override': 'DELETE',
+      },
+    });
+    t.equal(response.status, 200, 'policy allowed the reader a GET');
+    const received = w.upstream.received.at(-1)!;
+    t.equal(received.method, 'GET');
+    const names = Object.keys(received.headers);
+    for (const dropped of ['forwarded', 'x-real-ip', 'x-forwarded-prefix', 'x-http-method-override', 'x-http-method', 'x-method-override']) {
+      t.notOk(names.includes(dropped), `${dropped} is not forwarded (${trusted ? 'trusted' : 'untrusted'} peer)`);
+    }
+    t.equal(received.headers['x-forwarded-port'], trusted ? '8443' : undefined, 'X-Forwarded-Port only from a trusted proxy');
+    t.equal(received.headers['x-forwarded-proto'], 'http');
+  }
+});

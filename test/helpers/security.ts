@@ -47,7 +47,147 @@ export const FORGED_IDENTITY_HEADERS: Record<string, string> = {
   'X-Service-Roles': 'service,admin',
   'X-Service-Identity-Status': 'Confirmed',
   'OpenStack-System-Scope': 'all',
+  // The same names with '_': WSGI servers give them the same environ key (HTTP_X_ROLES).
+  X_ROLES: 'admin',
+  X_USER_ID: 'forged-admin-id',
+  X_PROJECT_ID: 'forged-project',
+  X_IDENTITY_STATUS: 'Confirmed',
+  X_SERVICE_ROLES: 'service,admin',
+  'x_is_admin_project': 'True',
 };
+
+/**
+ * Request headers a common framework or server believes, by what they claim (README, "Headers a
+ * service behind the gateway can believe"). The gateway sets some of them itself (GATEWAY_SET) and
+ * drops every other one a client sends, in any spelling. Written here independently of the
+ * gateway's own lists: a name missing there fails the generated cases.
+ */
+export const HEADER_FAMILIES: Record<string, readonly string[]> = {
+  // keystonemiddleware's headers, their X-Service-* twins, the deprecated ones, OpenStack-System-Scope;
+  // nova's noauth and Swift's tempauth; what Apache, Kubernetes and oauth2-proxy style auth proxies set.
+  identity: [
+    'X-Identity-Status',
+    'X-Service-Identity-Status',
+    'X-User-Id',
+    'X-User-Name',
+    'X-User-Domain-Id',
+    'X-User-Domain-Name',
+    'X-Project-Id',
+    'X-Project-Name',
+    'X-Project-Domain-Id',
+    'X-Project-Domain-Name',
+    'X-Domain-Id',
+    'X-Domain-Name',
+    'X-Roles',
+    'X-Is-Admin-Project',
+    'X-Service-Catalog',
+    'X-Service-User-Id',
+    'X-Service-User-Name',
+    'X-Service-User-Domain-Id',
+    'X-Service-User-Domain-Name',
+    'X-Service-Project-Id',
+    'X-Service-Project-Name',
+    'X-Service-Project-Domain-Id',
+    'X-Service-Project-Domain-Name',
+    'X-Service-Roles',
+    'X-Role',
+    'X-User',
+    'X-Tenant',
+    'X-Tenant-Id',
+    'X-Tenant-Name',
+    'OpenStack-System-Scope',
+    'X-Auth-Project-Id',
+    'X-Auth-User',
+    'X-Auth-Key',
+    'Remote-User',
+    'X-Remote-User',
+    'X-Remote-Group',
+    'X-Forwarded-User',
+    'X-Forwarded-Email',
+    'X-Forwarded-Groups',
+    'X-Forwarded-Preferred-Username',
+    'X-Auth-Request-User',
+    'X-Auth-Request-Email',
+    'X-Auth-Request-Groups',
+    'X-Auth-Request-Preferred-Username',
+  ],
+  'client certificate': [
+    'X-Forwarded-Client-Cert',
+    'X-Client-Cert',
+    'X-Ssl-Client-Cert',
+    'Ssl-Client-Cert',
+    'X-Client-Verify',
+    'X-Ssl-Client-Verify',
+    'Ssl-Client-Verify',
+    'X-Client-Dn',
+    'X-Ssl-Client-Dn',
+    'X-Ssl-Client-S-Dn',
+    'X-Arr-ClientCert',
+  ],
+  'client address': [
+    'X-Forwarded-For',
+    'Forwarded',
+    'X-Real-Ip',
+    'X-Client-Ip',
+    'Client-Ip',
+    'True-Client-Ip',
+    'Cf-Connecting-Ip',
+    'Cf-Connecting-Ipv6',
+    'X-Cluster-Client-Ip',
+    'Fastly-Client-Ip',
+    'X-Original-Forwarded-For',
+    'X-Forwarded',
+    'Forwarded-For',
+    'X-Envoy-External-Address',
+    'X-Appengine-User-Ip',
+    'X-ProxyUser-Ip',
+  ],
+  'scheme and host': [
+    'X-Forwarded-Proto',
+    'X-Forwarded-Host',
+    'X-Forwarded-Port',
+    'X-Forwarded-Ssl',
+    'X-Forwarded-Scheme',
+    'X-Forwarded-Protocol',
+    'X-Forwarded-Server',
+    'Front-End-Https',
+    'X-Url-Scheme',
+    'X-Scheme',
+    'X-Original-Host',
+    'X-Host',
+  ],
+  path: [
+    'X-Forwarded-Prefix',
+    'X-Script-Name',
+    'Script-Name',
+    'X-Original-Url',
+    'X-Original-Uri',
+    'X-Rewrite-Url',
+    'X-Forwarded-Path',
+    'X-Forwarded-Uri',
+    'X-Envoy-Original-Path',
+  ],
+  method: ['X-Http-Method-Override', 'X-Http-Method', 'X-Method-Override', 'X-Original-Method'],
+};
+
+/** Of HEADER_FAMILIES, the ones the gateway writes itself; from a trusted proxy, its values are kept. */
+export const GATEWAY_SET = ['X-Forwarded-For', 'X-Forwarded-Proto', 'X-Forwarded-Host', 'X-Forwarded-Port'];
+
+/** One name in the single form names are compared in: lower case, '_' read as '-'. */
+export function normalizedHeaderName(name: string): string {
+  return name.toLowerCase().replace(/_/g, '-');
+}
+
+/**
+ * Every spelling of a header name a server may take for the same header: as written, lower and upper
+ * case, mixed case, '_' for every '-' (in each of those cases), and '_' for only the first '-'.
+ */
+export function spellingsOf(name: string): string[] {
+  const mixed = [...name].map((letter, index) => (index % 2 ? letter.toLowerCase() : letter.toUpperCase())).join('');
+  const cased = [name, name.toLowerCase(), name.toUpperCase(), mixed];
+  const spellings = [...cased, ...cased.map((spelling) => spelling.replace(/-/g, '_')), name.replace('-', '_')];
+  return [...new Set(spellings)];
+}
 
 const GENERIC_401 = 'The request you have made requires authentication.';
 

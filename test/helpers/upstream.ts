@@ -1,9 +1,12 @@
 import http from 'node:http';
+import net from 'node:net';
 
 export interface ReceivedRequest {
   method: string;
   url: string;
   headers: http.IncomingHttpHeaders;
+  /** Header lines as they arrived: [name, value, name, value, …], names in their own spelling. */
+  rawHeaders: string[];
   body: string;
 }
 
@@ -29,7 +32,7 @@ export async function startEchoUpstream(port = 0): Promise<EchoUpstream> {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      const record = { method: request.method ?? '', url: request.url ?? '', headers: request.headers, body: Buffer.concat(chunks).toString() };
+      const record = { method: request.method ?? '', url: request.url ?? '', headers: request.headers, rawHeaders: request.rawHeaders, body: Buffer.concat(chunks).toString() };
       received.push(record);
       const answer = () => {
         const body = JSON.stringify(record);
@@ -86,4 +89,44 @@ export function rawRequest(
     if (options.body !== undefined) request.write(options.body);
     request.end();
   });
+}
+
+/**
+ * A request with header lines written exactly as given (names in any spelling, repeated names kept
+ * apart), over a raw socket: Node's client would lower-case and merge them. The connection closes
+ * after the answer.
+ */
+export function rawHeaderRequest(
+  port: number,
+  options: { method?: string; path: string; headers: [name: string, value: string][] },
+): Promise<{ status: number; head: string; body: string }> {
+  const lines = [`${options.method ?? 'GET'} ${options.path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Connection: close'];
+  for (const [name, value] of options.headers) lines.push(`${name}: ${value}`);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(`${lines.join('\r\n')}\r\n\r\n`));
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const text = Buffer.concat(chunks).toString('latin1');
+      const split = text.indexOf('\r\n\r\n');
+      const head = split === -1 ? text : text.slice(0, split);
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), head, body: split === -1 ? '' : text.slice(split + 4) });
+    });
+  });
+}
+
+/**
+ * The CGI/WSGI environ keys a Python service behind the gateway would build from these header lines
+ * (PEP 3333: HTTP_ + upper case, '-' → '_'; eventlet.wsgi joins repeated keys with ','): both
+ * spellings of a name land on one key, which is why the gateway forwards no name with '_'.
+ */
+export function wsgiEnviron(rawHeaders: readonly string[]): Record<string, string> {
+  const environ: Record<string, string> = {};
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    const key = `HTTP_${rawHeaders[index]!.toUpperCase().replace(/-/g, '_')}`;
+    const value = rawHeaders[index + 1]!;
+    environ[key] = key in environ ? `${environ[key]},${value}` : value;
+  }
+  return environ;
 }
