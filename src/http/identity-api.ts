@@ -27,7 +27,7 @@ const INVALID_JSON_BODY = Object.assign(new SyntaxError('invalid JSON body'), { 
  * in a domain nests 6 levels; extra attributes add a few): 32 leaves room, and bounds the work
  * (and the stack) a body can ask of any code that walks it.
  */
-export const MAX_JSON_DEPTH = 32;
+const MAX_JSON_DEPTH = 32;
 
 const TOO_DEEP = new ValidationError(`Invalid input: the JSON body is nested more than ${MAX_JSON_DEPTH} levels deep.`);
 const NOT_UTF8 = new ValidationError('Invalid input: the request body is not valid UTF-8.');
