@@ -222,6 +222,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const loginThrottle = new LoginThrottle(
       redis ? new RedisRateLimiter(redis, config.rateLimitKeyPrefix, clock, log) : new MemoryRateLimiter(clock),
       config.authRateLimit,
+      {
+        userIdOf: async (reference) => (await identity.resolveUser(reference))?.id ?? null,
+        domainIdOf: async (name) => (await resources.findDomainByName(name))?.id ?? null,
+      },
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);

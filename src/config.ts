@@ -54,6 +54,8 @@ export interface Config {
   policyDirectory: string;
   identityPolicyDirectory: string;
   bodyLimitBytes: number;
+  /** Body limit of the routes anyone may call (token issue, password change); at most bodyLimitBytes. */
+  publicBodyLimitBytes: number;
   /** Keystone's [security_compliance] options (IDENTITY_*). */
   securityCompliance: SecurityCompliance;
   authRateLimit: AuthRateLimit;
@@ -301,6 +303,7 @@ export function loadConfig(env: Environment = process.env): Config {
     policyDirectory: path.resolve(env.POLICY_DIR || path.join(projectRoot, 'policies')),
     identityPolicyDirectory: path.resolve(env.IDENTITY_POLICY_DIR || path.join(projectRoot, 'policies', 'identity')),
     bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
+    publicBodyLimitBytes: integer(env, 'PUBLIC_BODY_LIMIT_BYTES', 65_536, 1024, 104_857_600),
     securityCompliance: securityCompliance(env),
     authRateLimit: {
       perAddress: integer(env, 'AUTH_RATE_LIMIT_PER_ADDRESS', 300, 0, 1_000_000),

@@ -22,9 +22,34 @@ import { registerUserRoutes } from './routes/users.ts';
 
 const INVALID_JSON_BODY = Object.assign(new SyntaxError('invalid JSON body'), { statusCode: 400 });
 
+/**
+ * How deep a body may nest. Keystone's bodies are shallow (a scoped token request with a user named
+ * in a domain nests 6 levels; extra attributes add a few): 32 leaves room, and bounds the work
+ * (and the stack) a body can ask of any code that walks it.
+ */
+const MAX_JSON_DEPTH = 32;
+
+const TOO_DEEP = new ValidationError(`Invalid input: the JSON body is nested more than ${MAX_JSON_DEPTH} levels deep.`);
+const NOT_UTF8 = new ValidationError('Invalid input: the request body is not valid UTF-8.');
+const NUL_IN_INPUT = new ValidationError('Invalid input: NUL characters are not allowed.');
+const LONE_SURROGATE = new ValidationError('Invalid input: the JSON body contains a lone UTF-16 surrogate.');
+
+// Fatal: invalid bytes are refused, not replaced by U+FFFD (the stored text would differ from the
+// sent one). A BOM is kept, so it stays invalid JSON as before. decode() without `stream` keeps no state.
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+// In a `u` regex a surrogate pair is one code point: only unpaired halves match.
+const UNPAIRED_SURROGATE = /\p{Cs}/u;
+
 /** Keystone parses a body as JSON when Content-Type is JSON or absent; an empty body is no body. */
-function parseJsonBody(body: string): unknown {
+function parseJsonBody(bytes: Buffer): unknown {
+  let body: string;
+  try {
+    body = UTF8.decode(bytes);
+  } catch {
+    throw NOT_UTF8;
+  }
   if (body.trim() === '') return undefined;
+  if (nestsDeeperThan(body, MAX_JSON_DEPTH)) throw TOO_DEEP;
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);
@@ -32,18 +57,58 @@ function parseJsonBody(body: string): unknown {
     throw INVALID_JSON_BODY;
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw INVALID_JSON_BODY;
-  if (containsNul(parsed)) throw NUL_IN_INPUT;
+  // Valid UTF-8 holds neither NUL (invalid JSON unescaped) nor lone surrogates: only \u escapes make them.
+  if (body.includes('\\u')) {
+    const problem = badText(parsed);
+    if (problem) throw problem;
+  }
   return parsed;
 }
 
-const NUL_IN_INPUT = new ValidationError('Invalid input: NUL characters are not allowed.');
-
-/** PostgreSQL text cannot hold NUL, and no identity value needs one. */
-function containsNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000');
-  if (Array.isArray(value)) return value.some(containsNul);
-  if (value && typeof value === 'object') return Object.entries(value).some(([key, item]) => key.includes('\u0000') || containsNul(item));
+/** One pass over the raw text, counting brackets outside strings: no recursion, no parse. */
+function nestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if (inString) {
+      if (code === 0x5c) index++; // a backslash escapes the next character (\" does not end the string)
+      else if (code === 0x22) inString = false;
+    } else if (code === 0x22) {
+      inString = true;
+    } else if (code === 0x5b || code === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (code === 0x5d || code === 0x7d) {
+      depth--;
+    }
+  }
   return false;
+}
+
+/**
+ * Text no identity value needs and that would not be stored as sent, in any string or key: NUL
+ * (PostgreSQL text cannot hold it) and unpaired surrogates (they would become U+FFFD). Walks with
+ * an explicit stack, so no body can overflow the call stack.
+ */
+function badText(root: object): ValidationError | undefined {
+  const pending: unknown[] = [root];
+  const problemOf = (text: string) => (text.includes('\u0000') ? NUL_IN_INPUT : UNPAIRED_SURROGATE.test(text) ? LONE_SURROGATE : undefined);
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (typeof value === 'string') {
+      const problem = problemOf(value);
+      if (problem) return problem;
+    } else if (Array.isArray(value)) {
+      for (const item of value) pending.push(item);
+    } else if (value !== null && typeof value === 'object') {
+      for (const [key, item] of Object.entries(value)) {
+        const problem = problemOf(key);
+        if (problem) return problem;
+        pending.push(item);
+      }
+    }
+  }
+  return undefined;
 }
 
 /**
@@ -59,18 +124,18 @@ export interface RouteInfo {
 export function registerIdentityApi(app: App, api: IdentityApi, readiness: ReadinessProbe): RouteInfo[] {
   const routes: RouteInfo[] = [];
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
     try {
-      done(null, parseJsonBody(body as string));
+      done(null, parseJsonBody(body as Buffer));
     } catch (error) {
       done(error as Error, undefined);
     }
   });
-  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
     // No Content-Type at all is read as JSON, as Keystone does; any other type with a body is refused.
-    if (request.headers['content-type'] === undefined || (body as string).length === 0) {
+    if (request.headers['content-type'] === undefined || (body as Buffer).length === 0) {
       try {
-        done(null, parseJsonBody(body as string));
+        done(null, parseJsonBody(body as Buffer));
       } catch (error) {
         done(error as Error, undefined);
       }
@@ -102,7 +167,11 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
 
   // A mirror of the route table answers "which methods does this path have" for 405 responses.
   const knownRoutes = FindMyWay({ ignoreTrailingSlash: true });
+  // The routes anyone may call get a smaller body limit: parsing is the only work an anonymous
+  // request can ask for before it is throttled or refused (see PUBLIC_BODY_LIMIT_BYTES).
+  const publicBodyLimit = Math.min(api.config.publicBodyLimitBytes, api.config.bodyLimitBytes);
   app.addHook('onRoute', (route) => {
+    if (route.config?.public === true) route.bodyLimit ??= publicBodyLimit;
     const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((method) => method.toUpperCase() as 'GET');
     for (const method of methods) {
       if (!knownRoutes.hasRoute(method, route.url)) knownRoutes.on(method, route.url, () => {});

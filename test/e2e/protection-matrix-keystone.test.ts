@@ -14,6 +14,8 @@ async function peerUp(): Promise<boolean> {
   }
 }
 
+// ~1,150 cells, each a request to Keystone (and fresh entities): far more than the default file timeout.
+t.setTimeout(900_000);
 const skip = (await peerUp()) ? false : `no Keystone peer at ${PEER_URL} (start ../shared/peers/keystone/start.sh)`;
 
 t.test('Keystone 22 decides the protection matrix as this service does', { skip, timeout: 900_000 }, async (t) => {

@@ -27,14 +27,15 @@ export interface MatrixRow {
   method: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /**
    * Placeholders: :domain (D), :project (P, in D), :user and :group (in D), :other_user (in
-   * Default), :role (member), :self (the persona's own user), :fresh_* (created for the call).
+   * Default), :role (member), :self (the persona's own user), :fresh_* (created for the call),
+   * :unique (a new id). Literal segments fill route parameters with ids that exist nowhere.
    */
   path: string;
   /** Personas the policy lets through; the others (with a token) get 403, no token 401. */
   allowed: Persona[];
   body?: (unique: string) => unknown;
-  /** X-Subject-Token: the persona's own token, or another user's. */
-  subject?: 'own' | 'other';
+  /** X-Subject-Token: the persona's own token, another user's, or a new one of another user (to revoke). */
+  subject?: 'own' | 'other' | 'fresh_other';
   note?: string;
 }
 
@@ -46,6 +47,9 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'GET', path: '/v3/auth/tokens', subject: 'other', allowed: union(ADMINS, SYSTEM_READERS) },
   { method: 'GET', path: '/v3/auth/catalog', allowed: EVERYONE },
   { method: 'GET', path: '/v3/auth/projects', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/auth/domains', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/auth/system', allowed: EVERYONE },
+  { method: 'DELETE', path: '/v3/auth/tokens', subject: 'fresh_other', allowed: ADMINS, note: 'revoking one\'s own token is in test/http/auth.test.ts' },
   { method: 'GET', path: '/v3/OS-REVOKE/events', allowed: ADMINS },
   // domains
   { method: 'GET', path: '/v3/domains', allowed: union(ADMINS, SYSTEM_READERS) },
@@ -58,6 +62,10 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'GET', path: '/v3/projects/:project', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS, PROJECT_TOKENS) },
   { method: 'GET', path: '/v3/projects/:project/tags', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS, PROJECT_TOKENS) },
   { method: 'PUT', path: '/v3/projects/:project/tags/matrix', allowed: ADMINS },
+  { method: 'GET', path: '/v3/projects/:project/tags/matrix', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS, PROJECT_TOKENS) },
+  { method: 'DELETE', path: '/v3/projects/:fresh_project/tags/matrix', allowed: ADMINS },
+  { method: 'PUT', path: '/v3/projects/:fresh_project/tags', allowed: ADMINS, body: () => ({ tags: ['matrix'] }) },
+  { method: 'DELETE', path: '/v3/projects/:fresh_project/tags', allowed: ADMINS },
   { method: 'POST', path: '/v3/projects', allowed: ADMINS, body: (unique) => ({ project: { name: `m-${unique}` } }) },
   { method: 'PATCH', path: '/v3/projects/:fresh_project', allowed: ADMINS, body: () => ({ project: { description: 'x' } }) },
   { method: 'DELETE', path: '/v3/projects/:fresh_project', allowed: ADMINS },
@@ -79,7 +87,9 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'GET', path: '/v3/groups/:group', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
   { method: 'GET', path: '/v3/groups/:group/users', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
   { method: 'HEAD', path: '/v3/groups/:group/users/:user', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/groups/:group/users/:user', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
   { method: 'PUT', path: '/v3/groups/:group/users/:user', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/groups/:fresh_group/users/:user', allowed: ADMINS },
   { method: 'POST', path: '/v3/groups', allowed: ADMINS, body: (unique) => ({ group: { name: `m-${unique}` } }) },
   { method: 'PATCH', path: '/v3/groups/:fresh_group', allowed: ADMINS, body: () => ({ group: { description: 'x' } }) },
   { method: 'DELETE', path: '/v3/groups/:fresh_group', allowed: ADMINS },
@@ -88,20 +98,78 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'GET', path: '/v3/roles/:role', allowed: union(ADMINS, SYSTEM_READERS) },
   { method: 'GET', path: '/v3/role_inferences', allowed: union(ADMINS, SYSTEM_READERS) },
   { method: 'POST', path: '/v3/roles', allowed: ADMINS, body: (unique) => ({ role: { name: `m-${unique}` } }) },
+  { method: 'PATCH', path: '/v3/roles/:fresh_role', allowed: ADMINS, body: () => ({ role: { description: 'x' } }) },
   { method: 'DELETE', path: '/v3/roles/:fresh_role', allowed: ADMINS },
+  { method: 'GET', path: '/v3/roles/:role/implies', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/roles/:role/implies/:role', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PUT', path: '/v3/roles/:fresh_role/implies/:role', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/roles/:role/implies/:role', allowed: ADMINS },
   // role assignments
   { method: 'GET', path: '/v3/projects/:project/users/:user/roles', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
   { method: 'HEAD', path: '/v3/projects/:project/users/:user/roles/:role', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
   { method: 'PUT', path: '/v3/projects/:project/users/:user/roles/:role', allowed: ADMINS },
   { method: 'GET', path: '/v3/domains/:domain/users/:other_user/roles', allowed: union(ADMINS, SYSTEM_READERS), note: 'the actor is outside the domain' },
   { method: 'GET', path: '/v3/system/users/:user/roles', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/projects/:project/users/:user/roles/:role', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'DELETE', path: '/v3/projects/:fresh_project/users/:user/roles/:role', allowed: ADMINS },
+  { method: 'GET', path: '/v3/domains/:domain/users/:user/roles', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/domains/:domain/users/:user/roles/:role', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'PUT', path: '/v3/domains/:domain/users/:fresh_user/roles/:role', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/domains/:domain/users/:fresh_user/roles/:role', allowed: ADMINS },
+  { method: 'GET', path: '/v3/system/users/:user/roles/:role', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PUT', path: '/v3/system/users/:fresh_user/roles/:role', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/system/users/:fresh_user/roles/:role', allowed: ADMINS },
+  { method: 'GET', path: '/v3/projects/:project/groups/:group/roles', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/projects/:project/groups/:group/roles/:role', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'PUT', path: '/v3/projects/:project/groups/:fresh_group/roles/:role', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/projects/:project/groups/:fresh_group/roles/:role', allowed: ADMINS },
+  { method: 'GET', path: '/v3/domains/:domain/groups/:group/roles', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/domains/:domain/groups/:group/roles/:role', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'PUT', path: '/v3/domains/:domain/groups/:fresh_group/roles/:role', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/domains/:domain/groups/:fresh_group/roles/:role', allowed: ADMINS },
+  { method: 'GET', path: '/v3/system/groups/:group/roles', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/system/groups/:group/roles/:role', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PUT', path: '/v3/system/groups/:fresh_group/roles/:role', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/system/groups/:fresh_group/roles/:role', allowed: ADMINS },
+  // inherited to the projects below (OS-INHERIT): the same grant rules
+  { method: 'GET', path: '/v3/OS-INHERIT/domains/:domain/users/:user/roles/inherited_to_projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/OS-INHERIT/domains/:domain/users/:user/roles/:role/inherited_to_projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'PUT', path: '/v3/OS-INHERIT/domains/:domain/users/:fresh_user/roles/:role/inherited_to_projects', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/OS-INHERIT/domains/:domain/users/:fresh_user/roles/:role/inherited_to_projects', allowed: ADMINS },
+  { method: 'GET', path: '/v3/OS-INHERIT/projects/:project/users/:user/roles/:role/inherited_to_projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'PUT', path: '/v3/OS-INHERIT/projects/:fresh_project/users/:user/roles/:role/inherited_to_projects', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/OS-INHERIT/projects/:fresh_project/users/:user/roles/:role/inherited_to_projects', allowed: ADMINS },
+  { method: 'GET', path: '/v3/OS-INHERIT/domains/:domain/groups/:group/roles/inherited_to_projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/OS-INHERIT/domains/:domain/groups/:group/roles/:role/inherited_to_projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'PUT', path: '/v3/OS-INHERIT/domains/:domain/groups/:fresh_group/roles/:role/inherited_to_projects', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/OS-INHERIT/domains/:domain/groups/:fresh_group/roles/:role/inherited_to_projects', allowed: ADMINS },
+  { method: 'GET', path: '/v3/OS-INHERIT/projects/:project/groups/:group/roles/:role/inherited_to_projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'PUT', path: '/v3/OS-INHERIT/projects/:fresh_project/groups/:group/roles/:role/inherited_to_projects', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/OS-INHERIT/projects/:fresh_project/groups/:group/roles/:role/inherited_to_projects', allowed: ADMINS },
   { method: 'GET', path: '/v3/role_assignments', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
   // catalog
   { method: 'GET', path: '/v3/regions', allowed: EVERYONE },
   { method: 'POST', path: '/v3/regions', allowed: ADMINS, body: (unique) => ({ region: { id: `m-${unique}` } }) },
   { method: 'GET', path: '/v3/services', allowed: union(ADMINS, SYSTEM_READERS) },
   { method: 'POST', path: '/v3/services', allowed: ADMINS, body: (unique) => ({ service: { type: `m-${unique}` } }) },
+  { method: 'PUT', path: '/v3/regions/:unique', allowed: ADMINS, body: () => ({ region: {} }) },
+  { method: 'GET', path: '/v3/regions/:fresh_region', allowed: EVERYONE },
+  { method: 'PATCH', path: '/v3/regions/:fresh_region', allowed: ADMINS, body: () => ({ region: { description: 'x' } }) },
+  { method: 'DELETE', path: '/v3/regions/:fresh_region', allowed: ADMINS },
+  { method: 'GET', path: '/v3/services/:fresh_service', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PATCH', path: '/v3/services/:fresh_service', allowed: ADMINS, body: () => ({ service: { description: 'x' } }) },
+  { method: 'DELETE', path: '/v3/services/:fresh_service', allowed: ADMINS },
   { method: 'GET', path: '/v3/endpoints', allowed: union(ADMINS, SYSTEM_READERS) },
+  {
+    method: 'POST',
+    path: '/v3/endpoints',
+    allowed: ADMINS,
+    body: () => ({ endpoint: { service_id: 'no-such-service', interface: 'public', url: 'http://matrix.test/' } }),
+    note: 'refused by policy before the unknown service is noticed',
+  },
+  { method: 'GET', path: '/v3/endpoints/:fresh_endpoint', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PATCH', path: '/v3/endpoints/:fresh_endpoint', allowed: ADMINS, body: () => ({ endpoint: { url: 'http://matrix.test/x' } }) },
+  { method: 'DELETE', path: '/v3/endpoints/:fresh_endpoint', allowed: ADMINS },
   // application credentials and access rules
   { method: 'GET', path: '/v3/users/:self/application_credentials', allowed: EVERYONE },
   { method: 'GET', path: '/v3/users/:user/application_credentials', allowed: union(ADMINS, SYSTEM_READERS) },
@@ -114,10 +182,21 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   },
   { method: 'GET', path: '/v3/users/:user/access_rules', allowed: SYSTEM_READERS, note: 'no admin shortcut for access rules' },
   { method: 'GET', path: '/v3/users/:self/access_rules', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/users/:user/application_credentials/none', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/users/:self/application_credentials/none', allowed: EVERYONE },
+  { method: 'DELETE', path: '/v3/users/:user/application_credentials/none', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/users/:self/application_credentials/none', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/users/:user/access_rules/none', allowed: SYSTEM_READERS },
+  { method: 'GET', path: '/v3/users/:self/access_rules/none', allowed: EVERYONE },
+  { method: 'DELETE', path: '/v3/users/:user/access_rules/none', allowed: ['system_admin'], note: 'only a system admin deletes another user\'s access rules' },
+  { method: 'DELETE', path: '/v3/users/:self/access_rules/none', allowed: EVERYONE },
 ];
 
 /** Rows that only this service has (not compared with Keystone). */
 export const OWN_ROWS: MatrixRow[] = [
+  // Keystone 22 lists inherited grants on a domain only: these paths are 404 there.
+  { method: 'GET', path: '/v3/OS-INHERIT/projects/:project/users/:user/roles/inherited_to_projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
+  { method: 'GET', path: '/v3/OS-INHERIT/projects/:project/groups/:group/roles/inherited_to_projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
   {
     method: 'POST',
     path: '/v3/gateway/policy/explain',
@@ -126,7 +205,56 @@ export const OWN_ROWS: MatrixRow[] = [
   },
 ];
 
+/**
+ * The routes anyone may call without a token; test/http/security.test.ts runs the public cases of
+ * test/helpers/security.ts on them. Every other route of the service must have a row above.
+ */
+export const PUBLIC_ROUTES = [
+  'GET /',
+  'GET /v3',
+  'GET /healthz',
+  'GET /readyz',
+  'GET /metrics',
+  'POST /v3/auth/tokens',
+  'GET /v3/auth/jwks',
+  'POST /v3/users/:user_id/password',
+];
+
+/** A row's path reaches a route when each segment is the route's own or fills one of its parameters. */
+function rowReaches(row: MatrixRow, route: { method: string; url: string }): boolean {
+  const rowSegments = row.path.split('/');
+  const routeSegments = route.url.split('/');
+  return (
+    rowSegments.length === routeSegments.length &&
+    rowSegments.every((segment, index) => segment === routeSegments[index] || (routeSegments[index]!.startsWith(':') && segment !== ''))
+  );
+}
+
+/**
+ * The service's routes (app.routes, as registered) that neither a matrix row nor PUBLIC_ROUTES
+ * covers, and the public routes that PUBLIC_ROUTES does not expect: a new route fails the matrix
+ * test until it has its row. A HEAD route is covered by the row of its GET (same handler and rule).
+ */
+export function uncoveredRoutes(routes: { method: string; url: string; public: boolean }[], rows: MatrixRow[] = [...PROTECTION_MATRIX, ...OWN_ROWS]): string[] {
+  const missing: string[] = [];
+  for (const route of routes) {
+    const method = route.method === 'HEAD' ? 'GET' : route.method;
+    const name = `${method} ${route.url}`;
+    if (route.public) {
+      if (!PUBLIC_ROUTES.includes(name)) missing.push(`${route.method} ${route.url} (public, but not in PUBLIC_ROUTES)`);
+    } else if (PUBLIC_ROUTES.includes(name)) {
+      missing.push(`${route.method} ${route.url} (in PUBLIC_ROUTES, but needs a token)`);
+    } else if (!rows.some((row) => (row.method === route.method || row.method === method) && rowReaches(row, { method, url: route.url }))) {
+      missing.push(`${route.method} ${route.url}`);
+    }
+  }
+  return missing;
+}
+
 // ---- running it over HTTP ----------------------------------------------------------------------
+
+/** Every user buildMatrixWorld creates has this password. */
+const MATRIX_PASSWORD = 'Matrix-Pw-1';
 
 export interface HttpAnswer {
   status: number;
@@ -199,7 +327,7 @@ export async function buildMatrixWorld(client: IdentityClient, adminName: string
   const domain = (await must('POST', '/v3/domains', { domain: { name: `matrix-${run}` } })).domain.id as string;
   const project = (await must('POST', '/v3/projects', { project: { name: `p-${run}`, domain_id: domain } })).project.id as string;
   const otherProject = (await must('POST', '/v3/projects', { project: { name: `q-${run}`, domain_id: 'default' } })).project.id as string;
-  const password = 'Matrix-Pw-1';
+  const password = MATRIX_PASSWORD;
   const newUser = async (name: string, domainId: string) => (await must('POST', '/v3/users', { user: { name: `${name}-${run}`, domain_id: domainId, password } })).user.id as string;
   const user = await newUser('target', domain);
   const otherUser = await newUser('outsider', 'default');
@@ -239,7 +367,15 @@ async function fresh(world: MatrixWorld, kind: string): Promise<string> {
     fresh_user: ['/v3/users', { user: { name, domain_id: ids.domain } }, 'user'],
     fresh_group: ['/v3/groups', { group: { name, domain_id: ids.domain } }, 'group'],
     fresh_role: ['/v3/roles', { role: { name } }, 'role'],
+    fresh_region: ['/v3/regions', { region: { id: name } }, 'region'],
+    fresh_service: ['/v3/services', { service: { type: name } }, 'service'],
   };
+  if (kind === 'fresh_endpoint') {
+    const service = await fresh(world, 'fresh_service');
+    const answer = await client.call('POST', '/v3/endpoints', { token: admin, body: { endpoint: { service_id: service, interface: 'public', url: `http://${name}.test/` } } });
+    if (answer.status !== 201) throw new Error(`creating ${kind}: ${answer.status} ${JSON.stringify(answer.body)}`);
+    return answer.body.endpoint.id;
+  }
   const [path, body, key] = create[kind]!;
   const answer = await client.call('POST', path, { token: admin, body });
   if (answer.status !== 201) throw new Error(`creating ${kind}: ${answer.status} ${JSON.stringify(answer.body)}`);
@@ -274,12 +410,20 @@ export async function runCell(world: MatrixWorld, row: MatrixRow, persona: Perso
     const name = match.slice(1);
     let value: string;
     if (name.startsWith('fresh_')) value = await fresh(world, name);
+    else if (name === 'unique') value = `m-${world.unique()}`;
     else if (name === 'self') value = persona === 'no_token' ? world.ids.user : world.users[persona];
     else value = world.ids[name as keyof MatrixWorld['ids']];
     path = path.replace(match, value);
   }
   const token = persona === 'no_token' ? undefined : world.tokens[persona];
-  const subject = row.subject === 'own' ? (token ?? world.otherToken) : row.subject === 'other' ? world.otherToken : undefined;
+  const subject =
+    row.subject === 'own'
+      ? (token ?? world.otherToken)
+      : row.subject === 'other'
+        ? world.otherToken
+        : row.subject === 'fresh_other'
+          ? await world.client.login({ identity: { methods: ['password'], password: { user: { id: world.ids.user, password: MATRIX_PASSWORD } } } })
+          : undefined;
   const answer = await world.client.call(row.method, path, { token, subject, body: row.body?.(world.unique()) });
   return { verdict: verdictOf(answer), answer };
 }

@@ -31,6 +31,8 @@ export function asSecurityResponse(response: { status: number; headers: Incoming
 export interface SecurityCase {
   name: string;
   headers: Record<string, string>;
+  /** A JSON body of its own instead of injectOptions' `{}`. */
+  payload?: string | Buffer;
   /** Returns a failure description, or undefined when the response is right. */
   check(response: SecurityResponse, baseline: SecurityResponse): string | undefined;
 }
@@ -236,7 +238,61 @@ export function securityCases(route: RouteUnderTest, tokens: SecurityTokens): Se
   return cases;
 }
 
-export function injectOptions(route: RouteUnderTest, headers: Record<string, string>): InjectOptions {
-  const body = WRITE_METHODS.has(route.method) && route.method !== 'DELETE' ? { payload: '{}', headers: { ...headers, 'content-type': 'application/json' } } : { headers };
+export function injectOptions(route: RouteUnderTest, headers: Record<string, string>, payload: string | Buffer = '{}'): InjectOptions {
+  const body = WRITE_METHODS.has(route.method) && route.method !== 'DELETE' ? { payload, headers: { ...headers, 'content-type': 'application/json' } } : { headers };
   return { method: route.method as InjectOptions['method'], url: concreteUrl(route.url), ...body };
+}
+
+// ---- routes anyone may call, and bodies ----------------------------------------------------------
+
+function keystoneShaped(response: SecurityResponse, status: number): string | undefined {
+  if (response.statusCode !== status) return `expected ${status}, got ${response.statusCode} ${response.body.slice(0, 200)}`;
+  let error: any;
+  try {
+    error = response.json().error;
+  } catch {
+    return `not JSON: ${response.body.slice(0, 200)}`;
+  }
+  if (error?.code !== status || typeof error.title !== 'string' || typeof error.message !== 'string') return `not Keystone-shaped: ${response.body.slice(0, 200)}`;
+  return undefined;
+}
+
+/**
+ * The cases every route anyone may call must pass (token issue, password change, discovery,
+ * health): identity headers a client forges, and a token nobody issued, change nothing — the same
+ * answer as without them. `baseline` is the answer to the same request with no headers.
+ */
+export function publicSecurityCases(route: RouteUnderTest, tokens: SecurityTokens): SecurityCase[] {
+  const sameAsBaseline = (response: SecurityResponse, baseline: SecurityResponse) => {
+    if (response.statusCode >= 500) return `server error ${response.statusCode}`;
+    if (response.statusCode !== baseline.statusCode) return `the headers changed the answer: ${baseline.statusCode} without, ${response.statusCode} with`;
+    return undefined;
+  };
+  return [
+    { name: 'forged identity headers', headers: { ...FORGED_IDENTITY_HEADERS }, check: sameAsBaseline },
+    { name: 'forged identity headers and a garbage token', headers: { 'X-Auth-Token': tokens.expiredOrGarbage, ...FORGED_IDENTITY_HEADERS }, check: sameAsBaseline },
+  ];
+}
+
+/** Whether a route reads a JSON body (the body cases apply). */
+export function takesBody(route: RouteUnderTest): boolean {
+  return route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH';
+}
+
+/**
+ * Bodies every route that reads one must refuse before any handler sees them, Keystone-shaped and
+ * never with a 500: nesting deep enough to exhaust a recursive walk, more than the route's limit
+ * (`bodyLimit`: PUBLIC_BODY_LIMIT_BYTES on public routes), bytes that are not UTF-8, a lone
+ * surrogate and NUL. `headers`: what gets the request past authentication (nothing on a public route).
+ */
+export function bodyCases(bodyLimit: number, headers: Record<string, string>): SecurityCase[] {
+  // As deep as fits under the limit (thousands of levels: a recursive walk of 10,000 overflowed).
+  const depth = Math.min(10_000, Math.floor((bodyLimit - 16) / 2));
+  return [
+    { name: `nested ${depth} levels`, headers, payload: `{"x": ${'['.repeat(depth)}${']'.repeat(depth)}}`, check: (response) => keystoneShaped(response, 400) },
+    { name: 'one byte over the body limit', headers, payload: `{"x": "${'a'.repeat(bodyLimit - 8)}"}`, check: (response) => keystoneShaped(response, 413) },
+    { name: 'invalid UTF-8', headers, payload: Buffer.concat([Buffer.from('{"x": "'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), check: (response) => keystoneShaped(response, 400) },
+    { name: 'a lone surrogate', headers, payload: '{"x": "sg\\ud800z"}', check: (response) => keystoneShaped(response, 400) },
+    { name: 'NUL', headers, payload: '{"x\\u0000": 1}', check: (response) => keystoneShaped(response, 400) },
+  ];
 }

@@ -91,6 +91,47 @@ t.test('successful logins never use up the per-user budget; the self-service cha
   t.equal((await app.login({ id: user.id }, 'Pw-1')).status, 429);
 });
 
+t.test('the per-user budget is one per user, however the request names it', async (t) => {
+  const app = await startTestApp(t, { AUTH_RATE_LIMIT_PER_USER: '4' });
+  const domain = (await app.call('POST', '/v3/domains', { domain: { name: 'Elsewhere' } })).json().domain;
+  const victim = (await app.call('POST', '/v3/users', { user: { name: 'victim', domain_id: domain.id, password: 'Right-1' } })).json().user;
+  toWindowStart(app);
+  const spellings: Record<string, Record<string, unknown>> = {
+    'by id': { id: victim.id },
+    'by name and domain id': { name: 'victim', domain: { id: domain.id } },
+    'by name and domain name': { name: 'victim', domain: { name: 'Elsewhere' } },
+  };
+  // Four failures spread over every spelling, and the self-service change (by id), use up one budget.
+  t.equal((await tokenRequest(app, spellings['by id']!, 'guess-1')).statusCode, 401);
+  t.equal((await tokenRequest(app, spellings['by name and domain id']!, 'guess-2')).statusCode, 401);
+  t.equal((await tokenRequest(app, spellings['by name and domain name']!, 'guess-3')).statusCode, 401);
+  const change = await app.call('POST', `/v3/users/${victim.id}/password`, { user: { original_password: 'guess-4', password: 'Pw-2' } }, null);
+  t.equal(change.statusCode, 401);
+  for (const [spelling, user] of Object.entries(spellings)) {
+    const answer = await tokenRequest(app, user, 'Right-1');
+    t.equal(answer.statusCode, 429, `${spelling}: the fifth guess is not checked`);
+    t.same(answer.json(), TOO_MANY);
+  }
+  t.equal((await app.call('POST', `/v3/users/${victim.id}/password`, { user: { original_password: 'Right-1', password: 'Pw-2' } }, null)).statusCode, 429);
+
+  // A user that does not exist: one budget per (domain id, name), whether the domain is named by id or name.
+  const ghostById = { name: 'ghost', domain: { id: domain.id } };
+  const ghostByName = { name: 'ghost', domain: { name: 'Elsewhere' } };
+  for (const user of [ghostById, ghostByName, ghostById, ghostByName]) t.equal((await tokenRequest(app, user, 'guess')).statusCode, 401);
+  t.equal((await tokenRequest(app, ghostById, 'guess')).statusCode, 429, 'unknown user, domain by id');
+  t.equal((await tokenRequest(app, ghostByName, 'guess')).statusCode, 429, 'unknown user, domain by name');
+  t.equal((await tokenRequest(app, { name: 'ghost', domain: { id: 'default' } }, 'guess')).statusCode, 401, 'the same name in another domain is another user');
+
+  // An unknown domain name is counted like any other name: the 429 comes at the same point.
+  const nowhere = { name: 'ghost', domain: { name: 'Nowhere' } };
+  const answers = [];
+  for (let i = 0; i < 5; i++) answers.push((await tokenRequest(app, nowhere, 'guess')).statusCode);
+  t.same(answers, [401, 401, 401, 401, 429]);
+
+  app.clock.advance(2 * WINDOW);
+  t.equal((await tokenRequest(app, spellings['by name and domain name']!, 'Right-1')).statusCode, 201, 'the window is over');
+});
+
 t.test('per client address, with TRUSTED_PROXIES deciding whose X-Forwarded-For is believed', async (t) => {
   const app = await startTestApp(t, { AUTH_RATE_LIMIT_PER_ADDRESS: '4', TRUSTED_PROXIES: '10.0.0.0/8' });
   toWindowStart(app);

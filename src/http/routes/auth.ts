@@ -1,7 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../errors.ts';
-import { principalOf } from '../../token/login-throttle.ts';
 import { JwsTokenProvider } from '../../token/jws-provider.ts';
 import type { AuthRequest, TokenContext } from '../../token/token-service.ts';
 import { auditAuthenticationFailure, auditInitiator } from '../audit.ts';
@@ -42,7 +41,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
       const initiator = auditInitiator(api, request, reply);
       let token: TokenContext;
       try {
-        const attempt = await api.loginThrottle.begin(initiator.address, principalOf(authRequest));
+        const attempt = await api.loginThrottle.beginLogin(initiator.address, authRequest);
         token = await api.tokens.authenticate(authRequest);
         await attempt.succeeded();
       } catch (error) {
