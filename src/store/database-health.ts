@@ -51,14 +51,15 @@ export class DatabaseHealth {
 
   /** A query timed out or a connection could not be opened: stop waiting on the database. */
   markUnreachable(reason: string): void {
-    if (!this.reachable) return;
+    // Unwatched (the manage CLI, a cluster's first process): nothing would ever find it back.
+    if (!this.reachable || !this.timer) return;
     this.reachable = false;
     this.partitions++;
     this.lastReason = reason;
     this.unreachableSince = performance.now();
     this.notify(false, reason, 0);
     // Ask at once: a single refused connection should not cost a whole interval of 503s.
-    if (this.timer) void this.runProbe();
+    void this.runProbe();
   }
 
   /** Runs one probe unless one is under way (the probe bounds its own wait). */

@@ -52,18 +52,22 @@ class FakeRevocations {
   }
 }
 
-function setup(options: { staleValidationMaxMs?: number } = {}) {
+function setup(options: { staleValidationMaxMs?: number; teardown?: (stop: () => void) => void } = {}) {
   const listeners: ((em: EntityManager) => void)[] = [];
   // The real health object, its probe answered by the test (reachable unless told otherwise).
   const probe = { fails: false };
   const health = new DatabaseHealth(async () => {
     if (probe.fails) throw unreachable();
   }, { probeIntervalMs: 1000 });
+  if (options.teardown) {
+    health.start();
+    options.teardown(() => health.stop());
+  }
   const store = { onCommit: (listener: (em: EntityManager) => void) => listeners.push(listener), health } as unknown as Store;
   const revocations = new FakeRevocations();
   const bus = new FakeBus();
   const clock = new ManualClock();
-  const sync = new ClusterSync(store, revocations as unknown as Revocations, bus, { error: () => {} }, { clock, ...options });
+  const sync = new ClusterSync(store, revocations as unknown as Revocations, bus, { error: () => {} }, { clock, staleValidationMaxMs: options.staleValidationMaxMs });
   sync.start();
   const commit = (em: object) => listeners.forEach((listener) => listener(em as EntityManager));
   return { sync, bus, revocations, commit, health, probe, clock };
@@ -139,7 +143,7 @@ t.test('without Redis every validation reads new revocation events first', async
 // Polling (pollRevocations) runs on real timers: test/e2e/nodes.test.ts checks it with one node cut off from Redis.
 
 t.test('database unreachable: caches serve what they hold while Redis brings revocations, bounded without it', async (t) => {
-  const { sync, bus, revocations, health, probe, clock } = setup({ staleValidationMaxMs: 300_000 });
+  const { sync, bus, revocations, health, probe, clock } = setup({ staleValidationMaxMs: 300_000, teardown: (stop) => t.teardown(stop) });
   t.equal(sync.servingLastKnown, false);
   probe.fails = true;
   health.markUnreachable('database read timeout');
@@ -167,7 +171,7 @@ t.test('database unreachable: caches serve what they hold while Redis brings rev
 });
 
 t.test('database and Redis unreachable: cached validations trusted for STALE_VALIDATION_MAX_SECONDS after the node last heard from either', async (t) => {
-  const { sync, bus, health, probe, clock } = setup({ staleValidationMaxMs: 300_000 });
+  const { sync, bus, health, probe, clock } = setup({ staleValidationMaxMs: 300_000, teardown: (stop) => t.teardown(stop) });
   probe.fails = true;
   health.markUnreachable('database read timeout');
   clock.advance(100_000);
@@ -189,8 +193,15 @@ t.test('database and Redis unreachable: cached validations trusted for STALE_VAL
   t.ok(sync.generation > generation, 'what was cached during the partition is dropped');
 });
 
+t.test('an unwatched store (the manage CLI) never stops asking the database', async (t) => {
+  const { sync, health } = setup();
+  health.markUnreachable('connect ECONNREFUSED');
+  t.equal(health.reachable, true, 'no probe would ever find it back');
+  t.equal(sync.servingLastKnown, false);
+});
+
 t.test('without Redis the bound counts from when the database was lost', async (t) => {
-  const { sync, bus, health, probe, clock } = setup({ staleValidationMaxMs: 60_000 });
+  const { sync, bus, health, probe, clock } = setup({ staleValidationMaxMs: 60_000, teardown: (stop) => t.teardown(stop) });
   bus.linksNodes = false; // LocalEventBus: connected, but to no other node
   probe.fails = true;
   health.markUnreachable('database read timeout');
