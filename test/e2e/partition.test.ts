@@ -245,6 +245,17 @@ for (const withRedis of [true, false]) {
     t.equal(lost.length, 1, 'one log line when the partition began');
     t.equal(back.length, 1, 'one when it ended');
     t.equal(world.logs.filter((line) => line.msg === 'database unreachable: answered 503').length, 0, 'no line per refused request');
+
+    // With no request to find out, the probe does: not ready within its interval and timeout.
+    world.postgres.cut('blackhole');
+    const idleCutAt = Date.now();
+    t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 503, 10_000, 20), 'an idle node notices the partition');
+    const noticedMs = Date.now() - idleCutAt;
+    t.ok(noticedMs < 1000 + QUERY_TIMEOUT_MS + 1000, `not ready ${noticedMs} ms after the partition began (probe every 1000 ms, timeout ${QUERY_TIMEOUT_MS} ms)`);
+    world.postgres.restore();
+    t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 200, 5000, 20), 'and ready again after it');
+    t.equal(await metric(url, 'keystone_gateway_database_partitions_total'), 2, 'metric: two partitions');
+    t.equal(world.logs.filter((line) => line.msg.startsWith('database unreachable')).length, 2, 'one line each');
   });
 }
 
