@@ -63,6 +63,7 @@ export class Store {
     private readonly slowQueries: { allowed: boolean },
     /** Whether the database can be reached (PostgreSQL; the embedded one always can). */
     readonly health: DatabaseHealth,
+    private readonly probe: DatabaseProbe,
   ) {}
 
   static async open(options: StoreOptions): Promise<Store> {
@@ -122,12 +123,8 @@ export class Store {
     const probe = new DatabaseProbe(orm, probeTimeoutMs);
     health = new DatabaseHealth(() => probe.run(), { probeIntervalMs: Math.min(probeTimeoutMs, 1000) });
     if (!embedded) guardConnections(orm, health, () => slowQueries.allowed);
-    const store = new Store(orm, embedded, embedded ? 'pglite' : 'postgresql', slowQueries, health);
-    store.probe = probe;
-    return store;
+    return new Store(orm, embedded, embedded ? 'pglite' : 'postgresql', slowQueries, health, probe);
   }
-
-  private probe: DatabaseProbe | undefined;
 
   /** Starts watching the database (PostgreSQL only: the embedded one cannot be cut off). */
   watchHealth(): void {
@@ -190,7 +187,7 @@ export class Store {
 
   async close(): Promise<void> {
     this.health.stop();
-    this.probe?.close();
+    this.probe.close();
     await this.orm.close(true);
     await this.embedded?.close();
   }
