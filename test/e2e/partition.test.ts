@@ -187,6 +187,7 @@ for (const withRedis of [true, false]) {
     t.ok(body.token.catalog.some((entry: { type: string }) => entry.type === 'echo'), 'the token body carries the last catalog read');
     t.notOk('catalog' in during['validation ?nocatalog']!.answers[0]!.body.token, '?nocatalog has none');
     t.equal(during.gateway!.answers[0]!.body.url, `/v1/${world.projectId}/things`, 'the upstream received the request');
+    if (withRedis) t.match(during.gateway!.answers[0]!.body.headers['x-service-catalog'], /"type":"echo"/, 'with X-Service-Catalog from the last catalog read');
 
     const second = await send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'during-2' } } });
     t.equal(second.status, 503, 'writes keep failing');
