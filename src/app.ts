@@ -185,10 +185,17 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     registerExpectContinue(server);
 
     const log = server.log;
+    // A partition's start and end: one line each (requests refused meanwhile log nothing of it).
+    store.health.onChange((reachable, { reason, unreachableForMs }) => {
+      if (reachable) log.info({ unreachableForMs }, 'database reachable again: caches re-read, requests that need the database served again');
+      else log.warn({ reason }, 'database unreachable: serving cached tokens, catalogs and upstreams; requests that need the database answer 503 until a probe succeeds');
+    });
+    store.watchHealth();
+    startedParts.push(() => store.health.stop());
     const revocations = new Revocations(store, clock);
     await revocations.load();
     const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log, { channel: config.redisEventsChannel }) : (options.eventBus ?? new LocalEventBus());
-    const sync = new ClusterSync(store, revocations, bus, log);
+    const sync = new ClusterSync(store, revocations, bus, log, { clock, staleValidationMaxMs: config.staleValidationMaxSeconds * 1000 });
     sync.start();
     startedParts.push(() => sync.close());
     if (config.redisUrl && config.revocationPollIntervalMs > 0) sync.pollRevocations(config.revocationPollIntervalMs);
@@ -207,7 +214,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync);
     const assignments = new AssignmentService(store, identity, resources, revocations, sync);
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync);
-    const catalog = new CatalogService(store, () => sync.generation);
+    const catalog = new CatalogService(store, () => sync.generation, () => sync.servingLastKnown);
     // Rate-limit counters and the audit stream share one command connection (pub/sub has its own).
     // A command Redis does not answer within a second fails: rate limits fall back to this node's counters.
     const redis = config.redisUrl
@@ -260,7 +267,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     startedParts.push(() => identityPolicyReloader.stop());
     const activeGateway = new Gateway(
       tokens,
-      new UpstreamDirectory(catalog, { region: config.gatewayRegion, generation: () => sync.generation }),
+      new UpstreamDirectory(catalog, { region: config.gatewayRegion, generation: () => sync.generation, servingLastKnown: () => sync.servingLastKnown }),
       { current: () => policy },
       catalog,
       {
@@ -306,6 +313,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         ['identity', identityPolicyReloader.reloadCounts],
       ],
       circuits: () => activeGateway.circuitStates(),
+      database: () => ({ reachable: store.health.reachable, partitions: store.health.partitions }),
     });
 
     const api: IdentityApi = {
@@ -328,10 +336,15 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const routes = registerIdentityApi(server, api, {
       draining: () => draining,
       checks: {
-        database: async () => {
-          await store.ping();
-          return true;
-        },
+        // PostgreSQL: what the health probe found (it runs every second at most, so this follows a
+        // partition and its end within one interval, and a flood of probes costs no query).
+        database:
+          store.kind === 'postgresql'
+            ? () => store.health.reachable
+            : async () => {
+                await store.ping();
+                return true;
+              },
         // Keys and policies load before the server starts; a failed reload keeps the loaded ones
         // (a failed token key reload still reports not ready, until a reload succeeds).
         token_keys: () => tokenKeysLoaded && tokenProvider.keysReady,

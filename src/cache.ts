@@ -24,12 +24,17 @@ export class GenerationCache<K, V> {
     private readonly capacity: number,
     private readonly currentGeneration: () => number,
     readonly stats: CacheStats = { hits: 0, misses: 0 },
+    /**
+     * True while the source cannot be asked (the database is unreachable): then an entry of an older
+     * generation is a hit, as its last known value. Asked only when the generations differ.
+     */
+    private readonly servingLastKnown?: () => boolean,
   ) {}
 
   get(key: K): V | undefined {
     const entry = this.entries.get(key);
     // A stale entry is kept (until replaced or evicted) as the last known value: see lastKnown().
-    if (!entry || entry.generation !== this.currentGeneration()) {
+    if (!entry || (entry.generation !== this.currentGeneration() && !this.servingLastKnown?.())) {
       this.stats.misses++;
       return undefined;
     }
@@ -39,7 +44,7 @@ export class GenerationCache<K, V> {
   /** Like get(), but a missing or stale entry is not counted as a miss (the caller asks get() next). */
   getIfCurrent(key: K): V | undefined {
     const entry = this.entries.get(key);
-    if (!entry || entry.generation !== this.currentGeneration()) return undefined;
+    if (!entry || (entry.generation !== this.currentGeneration() && !this.servingLastKnown?.())) return undefined;
     return this.hit(key, entry);
   }
 

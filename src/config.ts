@@ -18,6 +18,11 @@ export interface Config {
   database: { connectTimeoutMs: number; acquireTimeoutMs: number; queryTimeoutMs: number; poolSize: number };
   /** With Redis: how often each process also reads new revocation events from the database (0: never). */
   revocationPollIntervalMs: number;
+  /**
+   * While neither the database nor Redis can be reached, a cached validation is served for at most
+   * this long after the node last heard from either (keystonemiddleware's token_cache_time), then 503.
+   */
+  staleValidationMaxSeconds: number;
   dataDir: string;
   redisUrl: string | undefined;
   adminPassword: string | undefined;
@@ -273,6 +278,7 @@ export function loadConfig(env: Environment = process.env): Config {
       poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
     },
     revocationPollIntervalMs: integer(env, 'REVOCATION_POLL_INTERVAL_MS', 2000, 0, 3_600_000),
+    staleValidationMaxSeconds: integer(env, 'STALE_VALIDATION_MAX_SECONDS', 300, 0, 86_400),
     dataDir,
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     adminPassword,

@@ -90,6 +90,13 @@ export class ConflictError extends ServiceError {
 /** 503: a dependency (the database) is unreachable; the client may retry. */
 export class UnavailableError extends ServiceError {
   readonly kind = 'unavailable';
+  constructor(
+    message?: string,
+    /** Sent as Retry-After when set. */
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+  }
 }
 
 /** 429: too many attempts; the client may retry after `retryAfterSeconds`. */

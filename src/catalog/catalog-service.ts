@@ -71,8 +71,10 @@ export class CatalogService {
     private readonly store: Store,
     /** Changes whenever the data may have changed (ClusterSync.generation); without it nothing is cached. */
     private readonly generation?: () => number,
+    /** True while the database is unreachable (ClusterSync.servingLastKnown): the last catalog read is served. */
+    private readonly servingLastKnown?: () => boolean,
   ) {
-    this.catalogs = generation ? new GenerationCache(10_000, generation) : undefined;
+    this.catalogs = generation ? new GenerationCache(10_000, generation, undefined, servingLastKnown) : undefined;
   }
 
   /** Hits and misses of the built-catalog cache (for metrics). */
@@ -317,6 +319,8 @@ export class CatalogService {
   private enabledRows(): Promise<EnabledRows> {
     const generation = this.generation?.();
     if (generation !== undefined && this.enabled?.generation === generation) return this.enabled.rows;
+    // Not asked while unreachable: the last rows read, as a cache hit (and catalogs built from them are cached).
+    if (this.lastEnabledRows && this.servingLastKnown?.()) return Promise.resolve(this.lastEnabledRows);
     const rows = this.readEnabledRows().then(
       (read) => {
         this.lastEnabledRows = read;

@@ -1,11 +1,25 @@
+import { systemClock, type Clock } from '../clock.ts';
+import { UnavailableError } from '../errors.ts';
 import type { Store } from '../store/database.ts';
-import { databaseUnreachableReason } from '../store/unavailable.ts';
+import { DATABASE_RETRY_AFTER_SECONDS, databaseUnreachableReason, isDatabaseKnownUnreachable } from '../store/unavailable.ts';
 import type { EventBus } from './event-bus.ts';
-import type { Revocations } from './revocation.ts';
+import { parseRevocationEvents, type Revocations } from './revocation.ts';
 
 interface Logger {
   error(object: object, message: string): void;
 }
+
+export interface ClusterSyncOptions {
+  clock?: Clock;
+  /**
+   * STALE_VALIDATION_MAX_SECONDS in ms: while neither the database nor Redis can be reached, cached
+   * validations are served for at most this long after the node last heard from either.
+   */
+  staleValidationMaxMs?: number;
+}
+
+export const STALE_VALIDATION_MESSAGE =
+  'The service is temporarily unavailable: neither its database nor its cluster bus can be reached, so cached tokens can no longer be trusted. Retry later.';
 
 /**
  * Keeps this node's in-memory token state (revocation index, validation and role caches) in step
@@ -24,24 +38,51 @@ export class ClusterSync {
    */
   private behind = false;
 
+  private readonly clock: Clock;
+  private readonly staleValidationMaxMs: number;
+  /**
+   * Clock time when the node last heard from the database or the other nodes (Redis), kept while the
+   * database is unreachable: how long cached validations have gone unconfirmed.
+   */
+  private lastHeardAt = 0;
+
   constructor(
     private readonly store: Store,
     private readonly revocations: Revocations,
     private readonly bus: EventBus,
     private readonly log: Logger,
-  ) {}
+    options: ClusterSyncOptions = {},
+  ) {
+    this.clock = options.clock ?? systemClock;
+    this.staleValidationMaxMs = options.staleValidationMaxMs ?? 300_000;
+  }
 
   start(): void {
     this.store.onCommit((transaction) => {
       this.generation++;
-      // Whether the commit revoked anything tells the others whether missing it would be unsafe.
+      // Whether the commit revoked anything tells the others whether missing it would be unsafe; the
+      // events themselves reach nodes that cannot read the database.
       const eventId = this.revocations.eventRecordedIn(transaction);
-      this.bus.publish(eventId === undefined ? { type: 'changed' } : { type: 'revoked', eventId });
+      const events = this.revocations.eventsRecordedIn(transaction);
+      this.bus.publish(eventId === undefined ? { type: 'changed' } : { type: 'revoked', eventId, events: [...events] });
+    });
+    this.store.health.onChange((reachable) => {
+      if (!reachable) {
+        this.lastHeardAt = this.clock.now();
+        return;
+      }
+      // Back: what changed meanwhile (here through Redis, or unseen) is read again, as after an outage of Redis.
+      this.refresh(true);
     });
     this.bus.subscribe({
       message: (message) => {
-        if (message.type === 'keys-changed') this.notifyKeyListeners();
-        else this.refresh(message.type === 'revoked');
+        if (message.type === 'keys-changed') {
+          this.notifyKeyListeners();
+          return;
+        }
+        const carried = message.type === 'revoked' && message.events !== undefined ? parseRevocationEvents(message.events) : undefined;
+        if (carried) this.revocations.apply(carried);
+        this.refresh(message.type === 'revoked', carried !== undefined);
       },
       reconnected: () => {
         this.refresh(true);
@@ -79,6 +120,29 @@ export class ClusterSync {
   }
 
   /**
+   * True while the database is unreachable: caches serve what they hold whatever its generation (a
+   * change that could not be re-read is no reason to wait on a database that does not answer).
+   */
+  get servingLastKnown(): boolean {
+    return !this.store.health.reachable;
+  }
+
+  /**
+   * While the database is unreachable: whether what caches hold may still be served. Yes while Redis
+   * brings the other nodes' revocations; without it, for STALE_VALIDATION_MAX_SECONDS after the node
+   * last heard from either; never while the revocation index is known to miss events.
+   */
+  private lastKnownTrusted(): boolean {
+    if (this.behind) return false;
+    const now = this.clock.now();
+    if (this.bus.linksNodes && this.bus.connected) {
+      this.lastHeardAt = now;
+      return true;
+    }
+    return now - this.lastHeardAt <= this.staleValidationMaxMs;
+  }
+
+  /**
    * Also reads new revocation events every `intervalMs` while the bus is up. A node cut off from
    * Redis alone (the others still connected) writes revocations nobody is told of: this bounds how
    * long the others can miss them.
@@ -86,7 +150,7 @@ export class ClusterSync {
   pollRevocations(intervalMs: number): void {
     clearInterval(this.poller);
     this.poller = setInterval(() => {
-      if (!this.bus.connected || this.behind || this.polling) return;
+      if (!this.bus.connected || this.behind || this.polling || !this.store.health.reachable) return;
       this.polling = true;
       this.revocations
         .catchUp()
@@ -109,14 +173,23 @@ export class ClusterSync {
    * for anything (no revocation read under way, the bus up, not behind).
    */
   get cachesReady(): boolean {
+    if (!this.store.health.reachable) return this.lastKnownTrusted();
     return this.revocationRead === undefined && this.bus.connected && !this.behind;
   }
 
   /**
    * Call before a validation. Returns whether in-memory caches may be used; when the bus is down it
    * first reads new revocation events from the database, so a revoked token is never accepted.
+   * While the database is unreachable: true while what caches hold may be served (see
+   * lastKnownTrusted), else a 503 (UnavailableError).
    */
   async prepareValidation(): Promise<boolean> {
+    if (!this.store.health.reachable) {
+      if (this.lastKnownTrusted()) return true;
+      // Behind on revocations (fails at once while unreachable), or unconfirmed for too long.
+      if (this.behind) await this.revocations.catchUp();
+      throw new UnavailableError(STALE_VALIDATION_MESSAGE, DATABASE_RETRY_AFTER_SECONDS);
+    }
     // Another node revoked something and its event is being read: no answer before it is indexed.
     if (this.revocationRead) await this.revocationRead;
     if (this.bus.connected && !this.behind) return true;
@@ -132,9 +205,10 @@ export class ClusterSync {
   /**
    * Another node committed (or we reconnected after missing messages): caches drop what they hold
    * and new revocation events are read. When `revoked` (an event was, or may have been, written)
-   * and the read fails, this node is behind until a validation's own catch-up succeeds.
+   * and the read fails, this node is behind until a validation's own catch-up succeeds (unless the
+   * message carried its events, already indexed).
    */
-  private refresh(revoked: boolean): void {
+  private refresh(revoked: boolean, carried = false): void {
     this.generation++;
     const read = this.revocations.catchUp().then(
       () => {
@@ -143,7 +217,9 @@ export class ClusterSync {
       },
       (error: unknown) => {
         // Validations catch up themselves (and fail while the database is down) until one succeeds.
-        if (revoked) this.behind = true;
+        if (revoked && !carried) this.behind = true;
+        // While the database is known unreachable, its loss and return are logged once each.
+        if (isDatabaseKnownUnreachable(error)) return;
         this.log.error({ reason: databaseUnreachableReason(error) ?? 'query failed' }, 'could not read revocation events');
       },
     );

@@ -1,12 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import type { RevocationEvent } from './revocation.ts';
 
-/** What nodes tell each other: a revocation event (by database id), "data changed", or "token keys changed in the database". */
-export type ClusterMessage = { type: 'revoked'; eventId: number } | { type: 'changed' } | { type: 'keys-changed' };
+/**
+ * What nodes tell each other: revocation events (the id of the last, and the events themselves, so
+ * a node cut off from the database still applies them), "data changed", or "token keys changed in
+ * the database".
+ */
+export type ClusterMessage = { type: 'revoked'; eventId: number; events?: RevocationEvent[] } | { type: 'changed' } | { type: 'keys-changed' };
 
 export interface EventBus {
   /** True when messages from other nodes are known to arrive (always true for a single node). */
   readonly connected: boolean;
+  /** True when the bus links this node to other nodes (Redis), not only to itself or its workers. */
+  readonly linksNodes?: boolean;
   publish(message: ClusterMessage): void;
   /** Messages from other nodes; `reconnected` after an outage, when some may have been missed. */
   subscribe(handlers: { message(message: ClusterMessage): void; reconnected(): void }): void;
@@ -58,6 +65,7 @@ export interface RedisEventBusOptions {
 
 /** Redis pub/sub between the nodes that share a database. */
 export class RedisEventBus implements EventBus {
+  readonly linksNodes = true;
   private readonly node = randomUUID();
   private readonly publisher: Redis;
   private readonly subscriber: Redis;
@@ -170,7 +178,10 @@ export class RedisEventBus implements EventBus {
       }
       return;
     }
-    if (parsed.type === 'revoked' && Number.isInteger(parsed.eventId)) this.handlers?.message({ type: 'revoked', eventId: parsed.eventId });
+    if (parsed.type === 'revoked' && Number.isInteger(parsed.eventId)) {
+      // The events are checked by whoever applies them (ClusterSync): a sibling's IPC carries them too.
+      this.handlers?.message({ type: 'revoked', eventId: parsed.eventId, ...(parsed.events === undefined ? {} : { events: parsed.events }) });
+    }
     else if (parsed.type === 'changed') this.handlers?.message({ type: 'changed' });
     else if (parsed.type === 'keys-changed') this.handlers?.message({ type: 'keys-changed' });
   }

@@ -111,6 +111,28 @@ export class Revocations {
     return this.recordedIn.get(transaction);
   }
 
+  /** Every event each transaction recorded: the message after its commit carries them to the other nodes. */
+  private readonly recordedEvents = new WeakMap<EntityManager, RevocationEvent[]>();
+
+  private recordedEventsOf(transaction: EntityManager): RevocationEvent[] {
+    let events = this.recordedEvents.get(transaction);
+    if (!events) this.recordedEvents.set(transaction, (events = []));
+    return events;
+  }
+
+  /** The events `transaction` recorded (none: an empty list). */
+  eventsRecordedIn(transaction: EntityManager): readonly RevocationEvent[] {
+    return this.recordedEvents.get(transaction) ?? [];
+  }
+
+  /**
+   * Indexes events another node recorded, as its message carried them: a node that cannot read the
+   * database still applies revocations to what it serves from its caches.
+   */
+  apply(events: readonly RevocationEvent[]): void {
+    for (const event of events) this.index(event);
+  }
+
   /** Writes an event in the given transaction; issued_before and revoked_at default to now. */
   async record(em: EntityManager, attributes: Omit<RevocationEvent, 'issuedBefore' | 'revokedAt'>): Promise<RevocationEvent> {
     const now = wholeSeconds(this.clock.now());
@@ -132,6 +154,7 @@ export class Revocations {
     await em.flush();
     event.id = row.id;
     this.recordedIn.set(em, row.id);
+    this.recordedEventsOf(em).push(event);
     this.index(event);
     return event;
   }
@@ -188,6 +211,34 @@ function matches(event: RevocationEvent, token: RevocableToken): boolean {
   // Consumer and access-token events only concern OAuth1 tokens, which are not issued here.
   if (event.consumerId || event.accessTokenId) return false;
   return true;
+}
+
+const EVENT_TEXT_ATTRIBUTES = ['userId', 'projectId', 'domainId', 'roleId', 'trustId', 'consumerId', 'accessTokenId', 'auditId', 'auditChainId'] as const;
+
+/** Revocation events as a message carried them (JSON from another node), or undefined when any is malformed. */
+export function parseRevocationEvents(value: unknown): RevocationEvent[] | undefined {
+  if (!Array.isArray(value) || value.length > 1000) return undefined;
+  const events: RevocationEvent[] = [];
+  for (const item of value) {
+    if (!item || typeof item !== 'object') return undefined;
+    const raw = item as Record<string, unknown>;
+    if (!Number.isInteger(raw.id) || !Number.isFinite(raw.issuedBefore) || !Number.isFinite(raw.revokedAt)) return undefined;
+    if (raw.expiresAt !== undefined && !Number.isFinite(raw.expiresAt)) return undefined;
+    const event: RevocationEvent = {
+      id: raw.id as number,
+      issuedBefore: raw.issuedBefore as number,
+      revokedAt: raw.revokedAt as number,
+      ...(raw.expiresAt === undefined ? {} : { expiresAt: raw.expiresAt as number }),
+    };
+    for (const attribute of EVENT_TEXT_ATTRIBUTES) {
+      const text = raw[attribute];
+      if (text === undefined || text === null) continue;
+      if (typeof text !== 'string') return undefined;
+      event[attribute] = text;
+    }
+    events.push(event);
+  }
+  return events;
 }
 
 function fromRow(row: RevocationEventRow): RevocationEvent {

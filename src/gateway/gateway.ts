@@ -4,7 +4,7 @@ import { STATUS_CODES } from 'node:http';
 import { GenerationCache } from '../cache.ts';
 import type { CatalogService } from '../catalog/catalog-service.ts';
 import { systemClock, type Clock } from '../clock.ts';
-import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../errors.ts';
+import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, UnavailableError, ValidationError } from '../errors.ts';
 import { serviceErrorOf, statusOf } from '../http/errors.ts';
 import { loggableError } from '../store/loggable-error.ts';
 import type { GatewayExplainer, GatewayExplainRequest, GatewayExplanation, PolicySubject } from '../policy/gateway-explain.ts';
@@ -194,6 +194,9 @@ export class Gateway implements GatewayExplainer {
     const known = serviceErrorOf(error);
     if (known) {
       audit.reason ??= known.message;
+      if (known instanceof UnavailableError && known.retryAfterSeconds !== undefined && !response.headersSent) {
+        response.setHeader('Retry-After', String(known.retryAfterSeconds));
+      }
       this.fail(request, response, audit.request_id, statusOf(known), known.message);
       return;
     }

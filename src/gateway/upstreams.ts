@@ -17,6 +17,8 @@ export interface UpstreamDirectoryOptions {
   region: string;
   /** Changes whenever the catalog may have changed (see ClusterSync.generation). */
   generation: () => number;
+  /** True while the database is unreachable (ClusterSync.servingLastKnown): the last table read is current. */
+  servingLastKnown?: () => boolean;
 }
 
 /**
@@ -37,7 +39,7 @@ export class UpstreamDirectory {
 
   async resolve(serviceType: string): Promise<Upstream | undefined> {
     const generation = this.options.generation();
-    if (this.table && this.tableGeneration === generation) return this.table.get(serviceType);
+    if (this.table && (this.tableGeneration === generation || this.options.servingLastKnown?.())) return this.table.get(serviceType);
     try {
       return (await this.reload(generation)).get(serviceType);
     } catch (error) {
@@ -52,7 +54,8 @@ export class UpstreamDirectory {
    * undefined otherwise: then call resolve().
    */
   resolveCached(serviceType: string): Upstream | undefined {
-    return this.table !== undefined && this.tableGeneration === this.options.generation() ? this.table.get(serviceType) : undefined;
+    if (this.table === undefined) return undefined;
+    return this.tableGeneration === this.options.generation() || this.options.servingLastKnown?.() ? this.table.get(serviceType) : undefined;
   }
 
   /** True when the last table read has `serviceType` (no load: for labelling metrics of any request). */

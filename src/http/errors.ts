@@ -1,8 +1,8 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AuthenticationError, ServiceError, TooManyRequestsError, type ErrorKind } from '../errors.ts';
+import { AuthenticationError, ServiceError, TooManyRequestsError, UnavailableError, type ErrorKind } from '../errors.ts';
 import { loggableError } from '../store/loggable-error.ts';
-import { databaseUnavailable, databaseUnreachableReason } from '../store/unavailable.ts';
+import { databaseUnavailable, databaseUnreachableReason, isDatabaseKnownUnreachable } from '../store/unavailable.ts';
 import { baseUrl } from './links.ts';
 
 /** The one place where domain errors become HTTP statuses (the gateway uses it too). */
@@ -57,9 +57,11 @@ export function sendError(
 export function handleError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const known = serviceErrorOf(error);
   if (known) {
-    if (known !== error) request.log.warn({ reason: databaseUnreachableReason(error) }, 'database unreachable: answered 503');
+    // While the database is known unreachable its loss and return are logged once each (app.ts).
+    if (known !== error && !isDatabaseKnownUnreachable(error)) request.log.warn({ reason: databaseUnreachableReason(error) }, 'database unreachable: answered 503');
     const extra = known instanceof AuthenticationError && known.identity ? { identity: known.identity } : {};
     if (known instanceof TooManyRequestsError) reply.header('Retry-After', String(known.retryAfterSeconds));
+    if (known instanceof UnavailableError && known.retryAfterSeconds !== undefined) reply.header('Retry-After', String(known.retryAfterSeconds));
     return sendError(request, reply, STATUS_OF[known.kind], known.message, extra);
   }
   const fastifyError = error as FastifyError;

@@ -155,8 +155,9 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
     try {
       request.auth = await api.tokens.validate(token);
     } catch (error) {
-      // Any reason the caller's own token is no good is the same generic 401 (never a 404).
-      if (error instanceof ServiceError) return sendError(request, reply, 401, 'The request you have made requires authentication.');
+      // Any reason the caller's own token is no good is the same generic 401 (never a 404); not
+      // being able to tell (a 503) is not one.
+      if (error instanceof ServiceError && error.kind !== 'unavailable') return sendError(request, reply, 401, 'The request you have made requires authentication.');
       throw error;
     }
   });

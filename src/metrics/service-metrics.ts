@@ -98,6 +98,8 @@ export interface MetricSources {
   policyReloads(): Iterable<[policy: string, counts: { success: number; failure: number }]>;
   /** Upstream origins that have had failures, with their circuit state. */
   circuits(): Iterable<[upstream: string, state: 'closed' | 'open' | 'half_open']>;
+  /** Whether the database is reachable now, and how many times it has become unreachable. */
+  database?(): { reachable: boolean; partitions: number };
 }
 
 const CIRCUIT_STATE_VALUES = { closed: 0, open: 1, half_open: 2 } as const;
@@ -144,6 +146,14 @@ export class ServiceMetrics {
     registry.collected('keystone_gateway_upstream_circuit_state', 'Circuit of an upstream origin that has had failures: 0 closed, 1 open, 2 half-open.', 'gauge', ['upstream'], () =>
       map(this.sources?.circuits() ?? [], ([upstream, state]) => [[upstream], CIRCUIT_STATE_VALUES[state]]),
     );
+    registry.collected('keystone_gateway_database_reachable', 'Whether this process can reach the database (0 while it serves cached answers and refuses what needs the database).', 'gauge', [], () => {
+      const database = this.sources?.database?.();
+      return database ? [[[], database.reachable ? 1 : 0]] : [];
+    });
+    registry.collected('keystone_gateway_database_partitions_total', 'Times this process found the database unreachable (a query timed out, a connection could not be opened, or the probe failed).', 'counter', [], () => {
+      const database = this.sources?.database?.();
+      return database ? [[[], database.partitions]] : [];
+    });
     registry.collected('keystone_gateway_token_validations_total', 'Token validations (identity API and gateway), by result.', 'counter', ['result'], () => {
       const counts = this.sources?.tokenValidations();
       return counts ? [[['valid'], counts.valid], [['invalid'], counts.invalid], [['error'], counts.error]] : [];

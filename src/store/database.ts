@@ -7,6 +7,8 @@ import { Migrator } from '@mikro-orm/migrations';
 import { migrations } from '../../migrations/index.ts';
 import { allEntities } from './entities.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
+import { DatabaseHealth } from './database-health.ts';
+import { DatabaseUnreachableError, databaseUnreachableReason } from './unavailable.ts';
 
 export type { EntityManager } from '@mikro-orm/postgresql';
 
@@ -33,7 +35,7 @@ export const DATABASE_TIMEOUT_DEFAULTS = { connectTimeoutMs: 3000, acquireTimeou
  * a connection that wrote a query and has read nothing since for `timeoutMs` is destroyed, which
  * fails the query and makes the pool replace the connection.
  */
-function dropSilentConnection(client: unknown, timeoutMs: number, paused: () => boolean): void {
+function dropSilentConnection(client: unknown, timeoutMs: number, paused: () => boolean, timedOut: (reason: string) => void): void {
   // pg's Client keeps its socket (the TLS one once encrypted) on connection.stream.
   const stream = (client as { connection?: { stream?: unknown } } | undefined)?.connection?.stream;
   if (!(stream instanceof net.Socket) || timeoutMs <= 0) return;
@@ -44,7 +46,9 @@ function dropSilentConnection(client: unknown, timeoutMs: number, paused: () => 
   stream.setTimeout(timeoutMs);
   stream.on('timeout', () => {
     if (stream.bytesWritten > writtenAtLastRead && !paused()) {
-      stream.destroy(new Error(`database read timeout: no answer from PostgreSQL in ${timeoutMs} ms`));
+      const reason = `database read timeout: no answer from PostgreSQL in ${timeoutMs} ms`;
+      timedOut(reason);
+      stream.destroy(new Error(reason));
     }
   });
 }
@@ -57,6 +61,9 @@ export class Store {
     readonly kind: 'postgresql' | 'pglite',
     /** While set, slow answers are expected (migrations) and connections are not dropped for them. */
     private readonly slowQueries: { allowed: boolean },
+    /** Whether the database can be reached (PostgreSQL; the embedded one always can). */
+    readonly health: DatabaseHealth,
+    private readonly probe: DatabaseProbe,
   ) {}
 
   static async open(options: StoreOptions): Promise<Store> {
@@ -68,6 +75,8 @@ export class Store {
     }
     const slowQueries = { allowed: false };
     const queryTimeoutMs = options.queryTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.queryTimeoutMs;
+    // Assigned below, once the ORM exists; the pool only calls back after that.
+    let health: DatabaseHealth | undefined;
     const config: Options<PostgreSqlDriver> = {
       driver: PostgreSqlDriver,
       clientUrl,
@@ -82,7 +91,7 @@ export class Store {
         acquireTimeoutMillis: options.acquireTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.acquireTimeoutMs,
         propagateCreateError: true,
         afterCreate: (client: unknown, done: (error: Error | null, client: unknown) => void) => {
-          if (!embedded) dropSilentConnection(client, queryTimeoutMs, () => slowQueries.allowed);
+          if (!embedded) dropSilentConnection(client, queryTimeoutMs, () => slowQueries.allowed, (reason) => health?.markUnreachable(reason));
           done(null, client);
         },
       },
@@ -109,7 +118,17 @@ export class Store {
       await embedded?.close();
       throw error;
     }
-    return new Store(orm, embedded, embedded ? 'pglite' : 'postgresql', slowQueries);
+    // The probe answers within the query timeout (its default when that is off) and runs at least every second.
+    const probeTimeoutMs = queryTimeoutMs > 0 ? queryTimeoutMs : DATABASE_TIMEOUT_DEFAULTS.queryTimeoutMs;
+    const probe = new DatabaseProbe(orm, probeTimeoutMs);
+    health = new DatabaseHealth(() => probe.run(), { probeIntervalMs: Math.min(probeTimeoutMs, 1000) });
+    if (!embedded) guardConnections(orm, health, () => slowQueries.allowed);
+    return new Store(orm, embedded, embedded ? 'pglite' : 'postgresql', slowQueries, health, probe);
+  }
+
+  /** Starts watching the database (PostgreSQL only: the embedded one cannot be cut off). */
+  watchHealth(): void {
+    if (this.kind === 'postgresql') this.health.start();
   }
 
   async migrate(): Promise<string[]> {
@@ -167,9 +186,101 @@ export class Store {
   }
 
   async close(): Promise<void> {
+    this.health.stop();
+    this.probe.close();
     await this.orm.close(true);
     await this.embedded?.close();
   }
+}
+
+interface KnexClient {
+  acquireConnection(): Promise<unknown>;
+  acquireRawConnection(): Promise<PgConnection>;
+}
+
+interface PgConnection {
+  query(sql: string): Promise<unknown>;
+  end(): Promise<void>;
+  on(event: 'error', listener: (error: Error) => void): void;
+  connection?: { stream?: unknown };
+}
+
+/**
+ * Every pooled query and transaction asks the knex client for a connection: while the database is
+ * known unreachable it is refused at once (no wait on a pool of dead ends), and a connection that
+ * could not be opened marks the database unreachable. Migrations (slow queries allowed) are left be.
+ */
+function guardConnections(orm: MikroORM<PostgreSqlDriver>, health: DatabaseHealth, migrating: () => boolean): void {
+  const client = orm.em.getConnection().getKnex().client as KnexClient;
+  const acquire = client.acquireConnection.bind(client);
+  client.acquireConnection = () => {
+    if (!health.reachable && !migrating()) return Promise.reject(new DatabaseUnreachableError());
+    return acquire().catch((error: unknown) => {
+      // A full pool (KnexTimeoutError) is load, not a partition.
+      const reason = databaseUnreachableReason(error);
+      if (reason && (error as { name?: unknown }).name !== 'KnexTimeoutError') health.markUnreachable(reason);
+      throw error;
+    });
+  };
+}
+
+/**
+ * The health probe: `select 1` on a connection of its own (outside the pool, which may be full of
+ * queries waiting out a partition), opened within the connect timeout and answered within the query
+ * timeout, else dropped (the next run opens a new one).
+ */
+class DatabaseProbe {
+  private connection: PgConnection | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly orm: MikroORM<PostgreSqlDriver>,
+    private readonly timeoutMs: number,
+  ) {}
+
+  async run(): Promise<void> {
+    if (this.closed) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      if (!this.connection) {
+        const client = this.orm.em.getConnection().getKnex().client as KnexClient;
+        const connection = await client.acquireRawConnection();
+        connection.on('error', () => {});
+        if (this.closed) {
+          drop(connection);
+          return;
+        }
+        this.connection = connection;
+      }
+      const answered = this.connection.query('select 1');
+      answered.catch(() => {});
+      await Promise.race([
+        answered,
+        new Promise<never>((_resolve, reject) => {
+          timer = setTimeout(() => reject(new Error(`database read timeout: no answer from PostgreSQL in ${this.timeoutMs} ms`)), this.timeoutMs);
+        }),
+      ]);
+    } catch (error) {
+      if (this.connection) drop(this.connection);
+      this.connection = undefined;
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.connection) drop(this.connection);
+    this.connection = undefined;
+  }
+}
+
+/** Ends a connection without waiting on a server that may never answer. */
+function drop(connection: PgConnection): void {
+  const stream = connection.connection?.stream;
+  if (stream instanceof net.Socket) stream.destroy();
+  else connection.end().catch(() => {});
 }
 
 /** Where the embedded database of a data directory lives. */

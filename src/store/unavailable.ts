@@ -27,6 +27,20 @@ const READ_TIMEOUT = /(?:^| - )(database read timeout: [^\n]*)$/;
 
 export const DATABASE_UNAVAILABLE_MESSAGE = 'The service is temporarily unavailable: its database cannot be reached. Retry later.';
 
+/** Retry-After of a database 503: the database is probed at least this often. */
+export const DATABASE_RETRY_AFTER_SECONDS = 1;
+
+/** The code of DatabaseUnreachableError (kept by the ORM's wrappers, which copy own properties). */
+export const DATABASE_UNREACHABLE_CODE = 'EDBUNREACHABLE';
+
+/** The error a query meets at once while the database is known to be unreachable (no wait). */
+export class DatabaseUnreachableError extends Error {
+  readonly code = DATABASE_UNREACHABLE_CODE;
+  constructor() {
+    super('database unreachable: not asked until a probe succeeds');
+  }
+}
+
 /**
  * Why the database cannot be reached, when `error` (or what caused it) says so: a short reason
  * that holds no SQL and no values, fit for a log line; undefined for any other error.
@@ -36,6 +50,7 @@ export function databaseUnreachableReason(error: unknown): string | undefined {
     const { code, name, message } = current as { code?: unknown; name?: unknown; message?: unknown };
     if (typeof code === 'string' && code !== '') {
       // A code decides: a SQLSTATE the server sent about the statement is not an outage.
+      if (code === DATABASE_UNREACHABLE_CODE) return 'database unreachable (waiting for the probe)';
       if (NETWORK_CODES.has(code) || code.startsWith('08') || UNAVAILABLE_SQL_STATES.has(code)) return code;
       continue;
     }
@@ -49,6 +64,14 @@ export function databaseUnreachableReason(error: unknown): string | undefined {
   return undefined;
 }
 
+/** Whether `error` is the instant refusal of a query while the database is known unreachable (logged once, not per request). */
+export function isDatabaseKnownUnreachable(error: unknown): boolean {
+  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    if ((current as { code?: unknown }).code === DATABASE_UNREACHABLE_CODE) return true;
+  }
+  return false;
+}
+
 export function isDatabaseUnreachable(error: unknown): boolean {
   return databaseUnreachableReason(error) !== undefined;
 }
@@ -56,5 +79,5 @@ export function isDatabaseUnreachable(error: unknown): boolean {
 /** The typed 503 for a database failure, or undefined when `error` is something else. */
 export function databaseUnavailable(error: unknown): UnavailableError | undefined {
   if (error instanceof UnavailableError) return error;
-  return isDatabaseUnreachable(error) ? new UnavailableError(DATABASE_UNAVAILABLE_MESSAGE) : undefined;
+  return isDatabaseUnreachable(error) ? new UnavailableError(DATABASE_UNAVAILABLE_MESSAGE, DATABASE_RETRY_AFTER_SECONDS) : undefined;
 }

@@ -92,7 +92,9 @@ export class TokenService {
     private readonly sync: ClusterSync,
     cacheSize = 10_000,
   ) {
-    this.cache = new GenerationCache(cacheSize, () => this.sync.generation);
+    // While the database is unreachable, what this node validated before is served (ClusterSync
+    // bounds how long, and revocations still reach the index through Redis).
+    this.cache = new GenerationCache(cacheSize, () => this.sync.generation, undefined, () => this.sync.servingLastKnown);
   }
 
   /**
@@ -298,6 +300,12 @@ export class TokenService {
           stats.valid++;
           stats.cacheHits++;
           return hit.context;
+        }
+        // Expired, or revoked through Redis while the database cannot be asked: refused, not a 503
+        // (and kept, so it is refused again rather than looked up in a database that cannot answer).
+        if (this.sync.servingLastKnown) {
+          stats.invalid++;
+          throw new NotFoundError('Failed to validate token');
         }
         this.cache.delete(token);
       }

@@ -34,15 +34,25 @@ interface Teardown {
  * A bootstrapped service on a fresh database (embedded PGlite in memory, or a new PostgreSQL database
  * when TEST_DATABASE_URL/DATABASE_URL is set), a temporary key repository and a manual clock.
  */
-export async function startTestApp(t: Teardown, overrides: Record<string, string> = {}, options: { logger?: Logger } = {}): Promise<TestApp> {
-  const database = await createTestDatabase();
+export async function startTestApp(
+  t: Teardown,
+  overrides: Record<string, string> = {},
+  options: {
+    logger?: Logger;
+    /** Forces PostgreSQL on this server (postgres://…), e.g. for tests that cut its connections. */
+    databaseServer?: string;
+    /** Turns the test database's URL into the one the service is given (e.g. through a TCP relay). */
+    databaseUrl?: (url: string) => string;
+  } = {},
+): Promise<TestApp> {
+  const database = await createTestDatabase(options.databaseServer);
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-test-'));
   const config = loadConfig({
     DATA_DIR: directory,
     PUBLIC_URL: PUBLIC_URL,
     PASSWORD_HASH_ROUNDS: '4',
     LOG_LEVEL: 'silent',
-    ...(database.url ? { DATABASE_URL: database.url } : {}),
+    ...(database.url ? { DATABASE_URL: options.databaseUrl ? options.databaseUrl(database.url) : database.url } : {}),
     ...overrides,
   });
   const clock = new ManualClock(Date.now());

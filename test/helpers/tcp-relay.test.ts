@@ -83,6 +83,13 @@ t.test('relays, cuts (reset and blackhole) and restores', async (t) => {
   held.socket.write('also lost');
   t.notOk(await until(() => again.received() !== 'back' || held.received() !== '', 300), 'nothing passes in a blackhole');
   t.notOk(again.socket.destroyed || held.socket.destroyed, 'connections stay open in a blackhole');
+  // Accepted and dropped, not left unread: megabytes go out without backing up (a paused relay
+  // would stop reading once the socket buffers filled).
+  let flushed = true;
+  for (let chunk = 0; chunk < 32; chunk++) flushed = held.socket.write(Buffer.alloc(256 * 1024));
+  if (!flushed) await new Promise((resolve) => held.socket.once('drain', resolve));
+  t.pass('the blackhole reads and drops what is sent');
+  t.equal(held.received(), '', 'and answers nothing');
 
   relay.restore();
   await Promise.all([again.closed, held.closed]);

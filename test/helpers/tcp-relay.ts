@@ -6,8 +6,9 @@ import net from 'node:net';
  *   destroyed at once (the server process is gone: the client sees the connection end at once).
  *   The relay keeps its port, so no other process can take it and restore() is immediate; a
  *   stopped listener would give ECONNREFUSED instead, which drivers handle the same way.
- * - 'blackhole': a network partition. Live connections stay open but nothing passes either way,
- *   and new ones are accepted and then ignored, so the client only learns of it from its own
+ * - 'blackhole': a network partition. Live connections stay open but nothing passes either way:
+ *   the bytes either side sends are read and dropped (nothing backs up, nothing is refused), and
+ *   new connections are accepted and treated alike, so the client only learns of it from its own
  *   timeouts. restore() destroys the connections held meanwhile (bytes were dropped: they cannot
  *   be resumed).
  */
@@ -52,7 +53,7 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
     pairs.add(pair);
     client.on('close', () => drop(pair));
     if (state === 'blackhole') {
-      client.pause();
+      client.resume(); // flowing with no reader: every byte is dropped
       return;
     }
     const server = net.connect(targetPort, targetHost);
@@ -83,11 +84,11 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
         if (mode === 'reset') {
           drop(pair);
         } else {
-          // Nothing more passes; what was already in flight is lost with the partition.
+          // Nothing more passes; what was already in flight, and all that follows, is dropped.
           pair.client.unpipe();
           pair.server?.unpipe();
-          pair.client.pause();
-          pair.server?.pause();
+          pair.client.resume();
+          pair.server?.resume();
         }
       }
     },

@@ -1,0 +1,85 @@
+import { databaseUnreachableReason } from './unavailable.ts';
+
+export interface DatabaseHealthOptions {
+  /** How often the probe runs (e.g. min(query timeout, 1 s)). */
+  probeIntervalMs: number;
+}
+
+/**
+ * Whether the database can be reached, as far as this node knows. A partition ends no connection:
+ * only timeouts tell, and every request waiting out its own would turn the node into a queue. So the
+ * first query timeout or failed connection marks the database unreachable; from then on queries
+ * fail at once (DatabaseUnreachableError → 503) and caches serve what they hold, while one probe
+ * (a `select 1` on its own connection, every interval) decides when it is back. The probe also runs
+ * while the database is reachable, so an idle node notices a partition too.
+ */
+export class DatabaseHealth {
+  /** False from the first timeout (or probe failure) until a probe succeeds. */
+  reachable = true;
+  /** Times the database became unreachable (a metric). */
+  partitions = 0;
+  /** Why it was last found unreachable (a short reason, no SQL or values). */
+  lastReason = '';
+  /** performance.now() when it was last found unreachable. */
+  private unreachableSince = 0;
+  private readonly listeners = new Set<(reachable: boolean, detail: { reason: string; unreachableForMs: number }) => void>();
+  private timer: NodeJS.Timeout | undefined;
+  private probing = false;
+
+  constructor(
+    private readonly probe: () => Promise<void>,
+    readonly options: DatabaseHealthOptions,
+  ) {}
+
+  /** Starts the background probe. */
+  start(): void {
+    clearInterval(this.timer);
+    this.timer = setInterval(() => void this.runProbe(), this.options.probeIntervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Hears every change of `reachable`; returns a function that stops listening. */
+  onChange(listener: (reachable: boolean, detail: { reason: string; unreachableForMs: number }) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** A query timed out or a connection could not be opened: stop waiting on the database. */
+  markUnreachable(reason: string): void {
+    // Unwatched (the manage CLI, a cluster's first process): nothing would ever find it back.
+    if (!this.reachable || !this.timer) return;
+    this.reachable = false;
+    this.partitions++;
+    this.lastReason = reason;
+    this.unreachableSince = performance.now();
+    this.notify(false, reason, 0);
+    // Ask at once: a single refused connection should not cost a whole interval of 503s.
+    void this.runProbe();
+  }
+
+  /** Runs one probe unless one is under way (the probe bounds its own wait). */
+  async runProbe(): Promise<void> {
+    if (this.probing) return;
+    this.probing = true;
+    try {
+      await this.probe();
+      if (!this.reachable) {
+        this.reachable = true;
+        this.notify(true, this.lastReason, performance.now() - this.unreachableSince);
+      }
+    } catch (error) {
+      this.markUnreachable(databaseUnreachableReason(error) ?? 'the probe query failed');
+    } finally {
+      this.probing = false;
+    }
+  }
+
+  private notify(reachable: boolean, reason: string, unreachableForMs: number): void {
+    for (const listener of this.listeners) listener(reachable, { reason, unreachableForMs: Math.round(unreachableForMs) });
+  }
+}

@@ -1,0 +1,278 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import t, { type Test } from 'tap';
+import { buildApplication, type Application } from '../../src/app.ts';
+import { loadConfig } from '../../src/config.ts';
+import { startTestApp, type TestApp } from '../helpers/app.ts';
+import { LOCAL_POSTGRES } from '../helpers/database.ts';
+import { ECHO_RULES } from '../helpers/gateway.ts';
+import { call, eventually, type Answer } from '../helpers/keystone-client.ts';
+import { ROOT, startRedis } from '../helpers/processes.ts';
+import { startTcpRelay, type TcpRelay } from '../helpers/tcp-relay.ts';
+import { startEchoUpstream } from '../helpers/upstream.ts';
+
+// A partition between this node and PostgreSQL: the relay drops every byte and ends no connection,
+// so only the node's own timeouts can tell. After the first one, cached answers must come at cache
+// speed and what needs the database must be refused at once.
+const SERVER = process.env.TEST_DATABASE_URL || LOCAL_POSTGRES;
+const QUERY_TIMEOUT_MS = 1000;
+const STALE_VALIDATION_MAX_SECONDS = 300;
+
+interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+interface Partitioned {
+  testApp: TestApp;
+  url: string;
+  postgres: TcpRelay;
+  redis: { relay: TcpRelay; url: string; channel: string } | undefined;
+  projectId: string;
+  member: string;
+  /** A second token of the member, cached like the first (one variant revokes it). */
+  spare: string;
+  upstreamReceived(): number;
+  logs: LogLine[];
+  directUrl: string;
+}
+
+async function partitionedWorld(t: Test, withRedis: boolean): Promise<Partitioned> {
+  const server = new URL(SERVER);
+  const postgres = await startTcpRelay(server.hostname, Number(server.port || 5432));
+  let redis: Partitioned['redis'];
+  let stopRedis: (() => Promise<void>) | undefined;
+  if (withRedis) {
+    const started = await startRedis();
+    stopRedis = started.stop;
+    const target = new URL(started.url);
+    const relay = await startTcpRelay(target.hostname, Number(target.port));
+    redis = { relay, url: relay.urlFor(started.url), channel: `kg-partition-${process.pid}-${Date.now()}` };
+  }
+  const policies = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-policy-'));
+  fs.copyFileSync(path.join(ROOT, 'policies', 'model.conf'), path.join(policies, 'model.conf'));
+  fs.writeFileSync(path.join(policies, 'echo.csv'), ECHO_RULES);
+  const logs: LogLine[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as LogLine) });
+  let directUrl = '';
+  const testApp = await startTestApp(
+    t,
+    {
+      POLICY_DIR: policies,
+      DATABASE_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),
+      DATABASE_CONNECT_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),
+      DATABASE_ACQUIRE_TIMEOUT_MS: '2000',
+      STALE_VALIDATION_MAX_SECONDS: String(STALE_VALIDATION_MAX_SECONDS),
+      // One variant also builds X-Service-Catalog from the catalog for every proxied request.
+      GATEWAY_SERVICE_CATALOG_HEADER: withRedis ? 'true' : 'false',
+      ...(redis ? { REDIS_URL: redis.url, REDIS_EVENTS_CHANNEL: redis.channel } : {}),
+    },
+    {
+      logger,
+      databaseServer: SERVER,
+      databaseUrl: (url) => {
+        directUrl = url;
+        return postgres.urlFor(url);
+      },
+    },
+  );
+  const upstream = await startEchoUpstream();
+  t.teardown(async () => {
+    if (!t.passing()) t.comment(logs.filter((line) => line.level >= 40).map((line) => JSON.stringify(line)).join('\n'));
+    postgres.restore();
+    redis?.relay.restore();
+    await testApp.close();
+    await upstream.close();
+    await postgres.close();
+    await redis?.relay.close();
+    await stopRedis?.();
+    fs.rmSync(policies, { recursive: true, force: true });
+  });
+  const { call: api, login, app } = testApp;
+  const service = (await api('POST', '/v3/services', { service: { type: 'echo', name: 'echo' } })).json().service;
+  await api('POST', '/v3/endpoints', { endpoint: { service_id: service.id, interface: 'internal', region_id: 'RegionOne', url: `${upstream.url}/v1` } });
+  await api('POST', '/v3/endpoints', { endpoint: { service_id: service.id, interface: 'public', region_id: 'RegionOne', url: 'http://gateway.test/echo/v1' } });
+  const memberRole = (await api('GET', '/v3/roles?name=member')).json().roles[0].id;
+  const project = (await api('POST', '/v3/projects', { project: { name: 'partitioned' } })).json().project;
+  const user = (await api('POST', '/v3/users', { user: { name: 'partitioned-member', password: 'Pw-1' } })).json().user;
+  await api('PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${memberRole}`);
+  const member = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
+  const spare = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
+  await app.server.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.server.address();
+  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  return { testApp, url, postgres, redis, projectId: project.id, member, spare, upstreamReceived: () => upstream.received.length, logs, directUrl };
+}
+
+/** The requests a partition must not slow down: the gateway, and /v3 validation with and without the catalog. */
+function cachedRequests(world: Partitioned): Record<string, () => Promise<Answer>> {
+  const { url, member, projectId, testApp } = world;
+  return {
+    gateway: () => call(`${url}/echo/v1/${projectId}/things`, { token: member }),
+    'validation with catalog': () => call(`${url}/v3/auth/tokens`, { token: testApp.adminToken, subject: member }),
+    'validation ?nocatalog': () => call(`${url}/v3/auth/tokens?nocatalog`, { token: testApp.adminToken, subject: member }),
+  };
+}
+
+/** Each request `times` times: every answer, and the slowest by name. */
+async function measure(requests: Record<string, () => Promise<Answer>>, times: number): Promise<Record<string, { answers: Answer[]; slowest: number }>> {
+  const result: Record<string, { answers: Answer[]; slowest: number }> = {};
+  for (const [name, send] of Object.entries(requests)) {
+    const answers: Answer[] = [];
+    for (let index = 0; index < times; index++) answers.push(await send());
+    result[name] = { answers, slowest: Math.max(...answers.map((answer) => answer.ms)) };
+  }
+  return result;
+}
+
+/** A request with its headers (Retry-After). */
+async function send(url: string, init: { method: string; token: string; body?: unknown }): Promise<{ status: number; body: any; retryAfter: string | null; ms: number }> {
+  const started = Date.now();
+  const response = await fetch(url, {
+    method: init.method,
+    headers: { 'x-auth-token': init.token, ...(init.body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    signal: AbortSignal.timeout(20_000),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined, retryAfter: response.headers.get('retry-after'), ms: Date.now() - started };
+}
+
+async function metric(url: string, name: string): Promise<number | undefined> {
+  const text = (await call(`${url}/metrics`)).body as string;
+  const line = text.split('\n').find((entry) => entry.startsWith(`${name} `) || entry.startsWith(`${name}{`));
+  return line === undefined ? undefined : Number(line.split(' ').pop());
+}
+
+for (const withRedis of [true, false]) {
+  t.test(`PostgreSQL partitioned after a write (${withRedis ? 'with' : 'without'} Redis): cached answers at cache speed, writes refused at once, recovery`, async (t) => {
+    const world = await partitionedWorld(t, withRedis);
+    const { url, testApp } = world;
+    const admin = testApp.adminToken;
+    const requests = cachedRequests(world);
+
+    // Warm: each answer cached, then the same requests measured before the partition.
+    await measure(requests, 3);
+    t.equal((await call(`${url}/echo/v1/${world.projectId}/things`, { token: world.spare })).status, 200, 'the spare token is cached too');
+    const before = await measure(requests, 5);
+    for (const [name, { answers }] of Object.entries(before)) t.same(answers.map((answer) => answer.status), [200, 200, 200, 200, 200], `${name}: 200 before`);
+    t.equal((await call(`${url}/readyz`)).status, 200, 'ready before');
+    t.equal(await metric(url, 'keystone_gateway_database_reachable'), 1);
+
+    // A write just before the partition: every cache generation moves on.
+    const written = await send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'just-before' } } });
+    t.equal(written.status, 201);
+    world.postgres.cut('blackhole');
+
+    // The first request that needs the database finds out: a 503 within one query timeout (+1 s).
+    const first = await send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'during-1' } } });
+    t.equal(first.status, 503, 'a write during the partition: 503');
+    t.same(Object.keys(first.body.error).sort(), ['code', 'message', 'title'], 'Keystone error shape');
+    t.match(first.body.error, { code: 503, title: 'Service Unavailable', message: /database/ });
+    t.ok(first.retryAfter !== null && Number(first.retryAfter) >= 1, `Retry-After: ${first.retryAfter}`);
+    t.ok(first.ms < QUERY_TIMEOUT_MS + 1000, `answered in ${first.ms} ms (query timeout ${QUERY_TIMEOUT_MS} ms)`);
+    t.equal((await call(`${url}/readyz`)).status, 503, 'not ready once the partition is known');
+
+    // Known unreachable: cached answers at cache speed, whatever the write did to the generations.
+    const during = await measure(requests, 5);
+    for (const [name, { answers, slowest }] of Object.entries(during)) {
+      const bound = Math.max(100, 2 * before[name]!.slowest);
+      t.same(answers.map((answer) => answer.status), [200, 200, 200, 200, 200], `${name}: 200 during the partition`);
+      t.ok(slowest < bound, `${name}: slowest ${slowest} ms during the partition, ${before[name]!.slowest} ms before (bound ${bound} ms)`);
+    }
+    const body = during['validation with catalog']!.answers[0]!.body;
+    t.ok(body.token.catalog.some((entry: { type: string }) => entry.type === 'echo'), 'the token body carries the last catalog read');
+    t.notOk('catalog' in during['validation ?nocatalog']!.answers[0]!.body.token, '?nocatalog has none');
+    t.equal(during.gateway!.answers[0]!.body.url, `/v1/${world.projectId}/things`, 'the upstream received the request');
+    if (withRedis) t.match(during.gateway!.answers[0]!.body.headers['x-service-catalog'], /"type":"echo"/, 'with X-Service-Catalog from the last catalog read');
+
+    const second = await send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'during-2' } } });
+    t.equal(second.status, 503, 'writes keep failing');
+    t.ok(second.ms < 100, `at once: ${second.ms} ms`);
+    t.equal(second.retryAfter, '1');
+    const read = await send(`${url}/v3/projects`, { method: 'GET', token: admin });
+    t.equal(read.status, 503, 'a read that needs the database: 503 at once');
+    t.ok(read.ms < 100, `${read.ms} ms`);
+    t.equal(await metric(url, 'keystone_gateway_database_reachable'), 0, 'metric: unreachable');
+    t.equal(await metric(url, 'keystone_gateway_database_partitions_total'), 1, 'metric: one partition');
+
+    if (world.redis) {
+      // Another node, which reaches the database, revokes the spare token: the event comes through
+      // Redis and is applied to what this node serves.
+      const other = await otherNode(t, world);
+      const revoked = await other.server.inject({ method: 'DELETE', url: '/v3/auth/tokens', headers: { 'x-auth-token': admin, 'x-subject-token': world.spare } });
+      t.equal(revoked.statusCode, 204, 'revoked on the other node');
+      t.ok(await eventually(async () => (await call(`${url}/echo/v1/${world.projectId}/things`, { token: world.spare })).status === 401, 5000), 'the gateway refuses the revoked token');
+      t.equal((await call(`${url}/v3/auth/tokens`, { token: admin, subject: world.spare })).status, 404, 'validation refuses it');
+      t.equal((await requests.gateway!()).status, 200, 'the other token is still served');
+
+      // Redis lost as well: served for STALE_VALIDATION_MAX_SECONDS after the node last heard from either.
+      world.redis.relay.cut('reset');
+      t.ok(await eventually(() => world.logs.some((line) => line.msg.startsWith('Redis connection lost')), 5000), 'the node lost Redis');
+    }
+    // Neither database nor Redis (or no Redis at all): still served within the bound...
+    testApp.clock.advance((STALE_VALIDATION_MAX_SECONDS - 10) * 1000);
+    t.equal((await requests.gateway!()).status, 200, 'served within STALE_VALIDATION_MAX_SECONDS');
+    t.equal((await requests['validation ?nocatalog']!()).status, 200);
+    // ...then refused.
+    testApp.clock.advance(20_000);
+    const stale = await send(`${url}/echo/v1/${world.projectId}/things`, { method: 'GET', token: world.member });
+    t.equal(stale.status, 503, 'the gateway refuses a validation unconfirmed for too long');
+    t.equal(stale.retryAfter, '1');
+    t.match(stale.body.error, { code: 503, title: 'Service Unavailable' });
+    t.equal((await requests['validation ?nocatalog']!()).status, 503, 'so does /v3 validation');
+
+    // The partition heals: ready again within one probe interval, everything served without a restart.
+    const receivedBefore = world.upstreamReceived();
+    world.postgres.restore();
+    world.redis?.relay.restore();
+    const healedAt = Date.now();
+    t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 200, 5000, 20), 'ready again');
+    t.ok(Date.now() - healedAt < 1000 + QUERY_TIMEOUT_MS, `ready ${Date.now() - healedAt} ms after the partition ended`);
+    t.ok(await eventually(async () => (await requests.gateway!()).status === 200, 10_000), 'the gateway forwards again');
+    t.ok(world.upstreamReceived() > receivedBefore);
+    t.equal((await send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'after' } } })).status, 201, 'writes work again');
+    for (const [name, send] of Object.entries(requests)) t.equal((await send()).status, 200, `${name}: 200 after`);
+    if (world.redis) t.equal((await call(`${url}/v3/auth/tokens`, { token: admin, subject: world.spare })).status, 404, 'the revocation holds after recovery');
+    const names = (await testApp.call('GET', '/v3/projects')).json().projects.map((project: { name: string }) => project.name);
+    t.notOk(names.some((name: string) => name.startsWith('during-')), 'the refused writes left nothing');
+    t.equal(await metric(url, 'keystone_gateway_database_reachable'), 1);
+
+    const lost = world.logs.filter((line) => line.msg.startsWith('database unreachable'));
+    const back = world.logs.filter((line) => line.msg.startsWith('database reachable again'));
+    t.equal(lost.length, 1, 'one log line when the partition began');
+    t.equal(back.length, 1, 'one when it ended');
+    t.equal(world.logs.filter((line) => line.msg === 'database unreachable: answered 503').length, 0, 'no line per refused request');
+
+    // With no request to find out, the probe does: not ready within its interval and timeout.
+    world.postgres.cut('blackhole');
+    const idleCutAt = Date.now();
+    t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 503, 10_000, 20), 'an idle node notices the partition');
+    const noticedMs = Date.now() - idleCutAt;
+    t.ok(noticedMs < 1000 + QUERY_TIMEOUT_MS + 1000, `not ready ${noticedMs} ms after the partition began (probe every 1000 ms, timeout ${QUERY_TIMEOUT_MS} ms)`);
+    world.postgres.restore();
+    t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 200, 5000, 20), 'and ready again after it');
+    t.equal(await metric(url, 'keystone_gateway_database_partitions_total'), 2, 'metric: two partitions');
+    t.equal(world.logs.filter((line) => line.msg.startsWith('database unreachable')).length, 2, 'one line each');
+  });
+}
+
+/** A second node on the same database (reached directly) and Redis channel. */
+async function otherNode(t: Test, world: Partitioned): Promise<Application> {
+  const config = loadConfig({
+    ...Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined)),
+    DATA_DIR: world.testApp.config.dataDir,
+    DATABASE_URL: world.directUrl,
+    REDIS_URL: world.redis!.url,
+    REDIS_EVENTS_CHANNEL: world.redis!.channel,
+    POLICY_DIR: world.testApp.config.policyDirectory,
+    LOG_LEVEL: 'silent',
+    PASSWORD_HASH_ROUNDS: '4',
+  });
+  const app = await buildApplication(config, { clock: world.testApp.clock, embeddedDirectory: 'memory', logger: false, migrate: false });
+  t.teardown(() => app.close());
+  return app;
+}

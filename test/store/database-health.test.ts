@@ -1,0 +1,81 @@
+import t, { type Test } from 'tap';
+import { Store } from '../../src/store/database.ts';
+import { databaseUnavailable, isDatabaseKnownUnreachable } from '../../src/store/unavailable.ts';
+import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
+import { eventually } from '../helpers/keystone-client.ts';
+import { startTcpRelay } from '../helpers/tcp-relay.ts';
+
+// The store's own view of a partition, on a real PostgreSQL behind a relay that drops every byte.
+const SERVER = process.env.TEST_DATABASE_URL || LOCAL_POSTGRES;
+const TIMEOUT_MS = 500;
+
+async function partitionable(t: Test) {
+  const database = await createTestDatabase(SERVER);
+  const server = new URL(SERVER);
+  const relay = await startTcpRelay(server.hostname, Number(server.port || 5432));
+  const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), connectTimeoutMs: TIMEOUT_MS, queryTimeoutMs: TIMEOUT_MS, acquireTimeoutMs: 2000 });
+  store.watchHealth();
+  const changes: boolean[] = [];
+  store.health.onChange((reachable) => changes.push(reachable));
+  t.teardown(async () => {
+    relay.restore();
+    await store.close();
+    await relay.close();
+    await database.drop();
+  });
+  return { store, relay, changes };
+}
+
+async function timed(work: () => Promise<unknown>): Promise<{ error: unknown; ms: number }> {
+  const started = Date.now();
+  try {
+    await work();
+    return { error: undefined, ms: Date.now() - started };
+  } catch (error) {
+    return { error, ms: Date.now() - started };
+  }
+}
+
+t.test('a query timeout marks the database unreachable; queries then fail at once; the probe finds it back', async (t) => {
+  const { store, relay, changes } = await partitionable(t);
+  await store.ping(); // a pooled connection, idle when the partition begins
+  relay.cut('blackhole');
+  const first = await timed(() => store.reader().getConnection().execute('select 1'));
+  t.ok(first.error, 'the query on the silent connection fails');
+  t.ok(first.ms >= TIMEOUT_MS - 50 && first.ms < TIMEOUT_MS + 1000, `after the query timeout: ${first.ms} ms`);
+  t.equal(store.health.reachable, false);
+  t.same(changes, [false]);
+
+  const next = await timed(() => store.transaction((em) => em.getConnection().execute('select 1')));
+  t.ok(isDatabaseKnownUnreachable(next.error), 'a transaction is refused without asking');
+  t.ok(next.ms < 50, `at once: ${next.ms} ms`);
+  const unavailable = databaseUnavailable(next.error);
+  t.match(unavailable, { kind: 'unavailable', retryAfterSeconds: 1 }, 'a 503 with Retry-After');
+  t.equal(store.health.partitions, 1);
+
+  relay.restore();
+  t.ok(await eventually(() => store.health.reachable, 3000, 20), 'the probe finds it back');
+  t.same(changes, [false, true], 'one change each way');
+  await store.ping();
+  t.pass('queries work again, on new connections');
+});
+
+t.test('a connection that cannot be opened marks it unreachable too', async (t) => {
+  const { store, relay } = await partitionable(t);
+  relay.cut('blackhole');
+  // The pool holds no connection yet (min 0): the query must open one, and the connect times out.
+  const first = await timed(() => store.ping());
+  t.ok(first.error);
+  t.ok(first.ms < TIMEOUT_MS + 1000, `within the connect timeout: ${first.ms} ms`);
+  t.equal(store.health.reachable, false);
+  relay.restore();
+  t.ok(await eventually(() => store.health.reachable, 3000, 20));
+});
+
+t.test('an idle store notices through its probe', async (t) => {
+  const { store, relay } = await partitionable(t);
+  relay.cut('blackhole');
+  t.ok(await eventually(() => !store.health.reachable, 1000 + TIMEOUT_MS + 1000, 20), 'within one interval and the probe timeout');
+  relay.restore();
+  t.ok(await eventually(() => store.health.reachable, 3000, 20));
+});
