@@ -414,18 +414,22 @@ export class TokenService {
 
   /**
    * What keystonemiddleware does with X-Auth-Token and X-Service-Token: the service token, when
-   * present, must be valid; when it carries a service role the user token may be expired (within
-   * Keystone's allow_expired window), so long-running operations started by a user can finish.
+   * present, must be valid. Only a service token carrying one of `serviceRoles` (SERVICE_TOKEN_ROLES,
+   * keystonemiddleware's service_token_roles with service_token_roles_required) is `privileged`: the
+   * user token may then be expired (within Keystone's allow_expired window), so long-running
+   * operations started by a user can finish, and the gateway waives application-credential access
+   * rules. Any other valid token as X-Service-Token grants nothing: at the public ingress anyone can
+   * send one.
    */
   async validateWithServiceToken(
     userToken: string,
     serviceToken: string | undefined,
     serviceRoles: readonly string[] = ['service'],
-  ): Promise<{ user: TokenContext; service?: TokenContext }> {
-    if (!serviceToken) return { user: await this.validate(userToken) };
+  ): Promise<{ user: TokenContext; service?: TokenContext; privileged: boolean }> {
+    if (!serviceToken) return { user: await this.validate(userToken), privileged: false };
     const service = await this.validate(serviceToken);
-    const privileged = service.roles.some((role) => serviceRoles.includes(role.name));
-    return { user: await this.validate(userToken, { allowExpired: privileged }), service };
+    const privileged = holdsServiceRole(service, serviceRoles);
+    return { user: await this.validate(userToken, { allowExpired: privileged }), service, privileged };
   }
 
   /** DELETE /v3/auth/tokens: revokes exactly this token (its audit id). */
@@ -494,6 +498,11 @@ export class TokenService {
         return Promise.resolve([]);
     }
   }
+}
+
+/** Whether a validated service token carries one of the service roles (SERVICE_TOKEN_ROLES). */
+export function holdsServiceRole(service: TokenContext, serviceRoles: readonly string[]): boolean {
+  return service.roles.some((role) => serviceRoles.includes(role.name));
 }
 
 function credentialSummary(credential: ApplicationCredential): NonNullable<TokenContext['applicationCredential']> {
