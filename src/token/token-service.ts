@@ -104,8 +104,47 @@ export class TokenService {
   /** Validations by outcome, and those the cache answered (read by metrics; plain counters). */
   readonly validationStats = { valid: 0, invalid: 0, error: 0, cacheHits: 0, cacheMisses: 0 };
 
-  /** POST /v3/auth/tokens: runs the methods, resolves the scope, issues a token. */
+  /**
+   * POST /v3/auth/tokens: runs the methods, resolves the scope, issues a token.
+   *
+   * A token's issued_at has whole seconds (Fernet) and a revocation event revokes what was issued up
+   * to and including its second, so a token issued in the second of an event that matches it (a
+   * password change, a user disabled and enabled again, a project's last role removed and granted
+   * again) would be dead on arrival; Keystone answers 201 with it. Here the whole authentication
+   * runs again in the next second instead, reading everything afresh: its token is then issued
+   * after the event, and a later event still revokes it. An issued_at moved ahead without waiting
+   * would survive an event later in the same second.
+   */
   async authenticate(request: AuthRequest): Promise<TokenContext> {
+    try {
+      return await this.authenticateNow(request);
+    } catch (error) {
+      if (!(error instanceof RevokedOnIssue)) throw error;
+    }
+    await this.untilNextSecond();
+    try {
+      return await this.authenticateNow(request);
+    } catch (error) {
+      // Another matching event in the next second too: refused, never a token that will not validate.
+      if (error instanceof RevokedOnIssue) throw new AuthenticationError();
+      throw error;
+    }
+  }
+
+  private async untilNextSecond(): Promise<void> {
+    const wait = 1000 - (this.clock.now() % 1000);
+    if (this.clock.sleep) await this.clock.sleep(wait);
+    else await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+
+  /** Throws RevokedOnIssue when a revocation event known here matches the token about to be issued. */
+  private async refuseRevokedOnIssue(token: RevocableToken): Promise<void> {
+    // Events other nodes wrote are indexed first (at once unless the bus is down).
+    await this.sync.prepareValidation();
+    if (this.revocations.isRevoked(token)) throw new RevokedOnIssue();
+  }
+
+  private async authenticateNow(request: AuthRequest): Promise<TokenContext> {
     if (request.methods.length === 0) throw ValidationError.expecting('methods', 'identity');
     const passwordUser = request.password?.user;
     if (request.methods.includes('password') && passwordUser) {
@@ -171,6 +210,7 @@ export class TokenService {
     const expiresAt = source ? source.expiresAt : issuedAt + this.expirationSeconds * 1000;
     const chainId = source ? (source.auditIds[1] ?? source.auditIds[0]!) : undefined;
     const auditIds = chainId ? [newAuditId(), chainId] : [newAuditId()];
+    await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
     const payload: TokenPayload = {
       userId: user.id,
       methods,
@@ -234,6 +274,7 @@ export class TokenService {
     let expiresAt = issuedAt + this.expirationSeconds * 1000;
     if (credential.expiresAt) expiresAt = Math.min(expiresAt, Math.floor(credential.expiresAt.getTime() / 1000) * 1000);
     const auditIds = [newAuditId()];
+    await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
     const id = await this.provider.issue(
       {
         userId: user.id,
@@ -379,17 +420,7 @@ export class TokenService {
           : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw new NotFoundError('Failed to validate token');
 
-    const auditId = payload.auditIds[0]!;
-    const revocable: RevocableToken = {
-      userId: user.id,
-      userDomainId: user.domainId,
-      projectId: scope.type === 'project' ? scope.project.id : undefined,
-      assignmentDomainId: scope.type === 'project' ? scope.project.domainId : scope.type === 'domain' ? scope.domain.id : undefined,
-      roleIds: roles.map((role) => role.id),
-      auditId,
-      auditChainId: payload.auditIds[1] ?? auditId,
-      issuedAt: issuedAt * 1000,
-    };
+    const revocable = revocableToken(user, scope, roles, payload.auditIds, issuedAt * 1000);
     if (this.revocations.isRevoked(revocable)) throw new NotFoundError('Failed to validate token');
 
     const context: TokenContext = {
@@ -504,6 +535,24 @@ export class TokenService {
 export function holdsServiceRole(service: TokenContext, serviceRoles: readonly string[]): boolean {
   return service.roles.some((role) => serviceRoles.includes(role.name));
 }
+
+/** What the revocation check needs of a token (issuedAt in ms). */
+function revocableToken(user: { id: string; domainId: string }, scope: TokenScope, roles: readonly { id: string }[], auditIds: readonly string[], issuedAt: number): RevocableToken {
+  const auditId = auditIds[0]!;
+  return {
+    userId: user.id,
+    userDomainId: user.domainId,
+    projectId: scope.type === 'project' ? scope.project.id : undefined,
+    assignmentDomainId: scope.type === 'project' ? scope.project.domainId : scope.type === 'domain' ? scope.domain.id : undefined,
+    roleIds: roles.map((role) => role.id),
+    auditId,
+    auditChainId: auditIds[1] ?? auditId,
+    issuedAt,
+  };
+}
+
+/** The token about to be issued is already revoked (an event in this very second): try again in the next. */
+class RevokedOnIssue extends Error {}
 
 function credentialSummary(credential: ApplicationCredential): NonNullable<TokenContext['applicationCredential']> {
   return { id: credential.id, name: credential.name, restricted: credential.unrestricted !== true, accessRules: credential.accessRules };
