@@ -85,3 +85,28 @@ t.test('application credentials: a token issued in the second of a password chan
   t.equal(afterChange.statusCode, 201);
   t.equal((await validate(app, String(afterChange.headers['x-subject-token']))).statusCode, 200, 'one issued in the same second afterwards validates');
 });
+
+t.test('another matching event in the next second as well: 401, never a token that will not validate', async (t) => {
+  const { app, project, user } = await world(t);
+  const scope = { project: { id: project.id } };
+  const reenable = async () => {
+    t.equal((await app.call('PATCH', `/v3/users/${user.id}`, { user: { enabled: false } })).statusCode, 200);
+    t.equal((await app.call('PATCH', `/v3/users/${user.id}`, { user: { enabled: true } })).statusCode, 200);
+  };
+  await reenable();
+  // While authentication waits for the next second, the user is disabled and enabled again in it.
+  const sleep = app.clock.sleep.bind(app.clock);
+  let waits = 0;
+  app.clock.sleep = async (milliseconds: number) => {
+    waits++;
+    await sleep(milliseconds);
+    await reenable();
+  };
+  const refused = await app.login({ id: user.id }, 'Pw-1', scope);
+  t.equal(waits, 1, 'one wait for the next second');
+  t.equal(refused.status, 401);
+  app.clock.sleep = sleep;
+  const later = await app.login({ id: user.id }, 'Pw-1', scope);
+  t.equal(later.status, 201);
+  t.equal((await validate(app, later.token)).statusCode, 200);
+});
