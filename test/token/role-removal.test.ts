@@ -104,3 +104,25 @@ t.test('a role removed while it is still held another way changes nothing', asyn
   t.equal((await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': token })).statusCode, 404);
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': token } })).status, 401);
 });
+
+t.test('a removed domain role leaves the domain token the roles that remain, and the project tokens alone', async (t) => {
+  const w = await gatewayWorld(t);
+  const { call, login } = w.testApp;
+  const roles = Object.fromEntries((await call('GET', '/v3/roles')).json().roles.map((r: { name: string; id: string }) => [r.name, r.id]));
+  const user = (await call('POST', '/v3/users', { user: { name: 'domain-roles', password: 'Pw-1' } })).json().user;
+  t.equal((await call('PUT', `/v3/projects/${w.projectId}/users/${user.id}/roles/${roles.member}`)).statusCode, 204);
+  for (const role of ['member', 'reader']) t.equal((await call('PUT', `/v3/domains/default/users/${user.id}/roles/${roles[role]}`)).statusCode, 204);
+  const projectToken = (await login({ id: user.id }, 'Pw-1', { project: { id: w.projectId } })).token;
+  const domainToken = (await login({ id: user.id }, 'Pw-1', { domain: { id: 'default' } })).token;
+  const validate = (subject: string) => call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': subject });
+
+  t.equal((await call('DELETE', `/v3/domains/default/users/${user.id}/roles/${roles.member}`)).statusCode, 204);
+  const domainAfter = await validate(domainToken);
+  t.equal(domainAfter.statusCode, 200);
+  t.same(domainAfter.json().token.roles.map((r: { name: string }) => r.name), ['reader']);
+
+  t.equal((await call('DELETE', `/v3/domains/default/users/${user.id}/roles/${roles.reader}`)).statusCode, 204);
+  t.equal((await validate(domainToken)).statusCode, 404, 'nothing left on the domain');
+  t.equal((await validate(projectToken)).statusCode, 200, "the project token, in the user's own domain, is untouched");
+  t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': projectToken } })).status, 200);
+});
