@@ -261,12 +261,15 @@ export class AssignmentService {
       if (!row) throw missingGrant(grant);
       em.remove(row);
       await em.flush();
-      // The user's tokens on that target go at once, on every node, whatever roles remain.
-      if (grant.actorType === 'user' && !grant.inherited && grant.targetType !== 'system') {
-        await this.revocations?.record(em, {
-          userId: grant.actorId,
-          ...(grant.targetType === 'project' ? { projectId: grant.targetId } : { domainId: grant.targetId }),
-        });
+      // As Keystone 22: no revocation while roles remain. A token's roles are computed when it is
+      // validated, and the commit drops every cached validation, so the user's tokens carry what is
+      // left from the next request on. When nothing is left on the project, its tokens go for good
+      // (validation would refuse them anyway; the event keeps them refused if a role comes back, and
+      // on a node that answers from its last known validations while the database is unreachable).
+      // A domain event is not used: it would also match every token of a user of that domain.
+      if (grant.actorType === 'user' && grant.targetType === 'project' && !grant.inherited) {
+        const left = await this.computeEffectiveRoles(grant.actorId, 'project', grant.targetId, em);
+        if (left.length === 0) await this.revocations?.record(em, { userId: grant.actorId, projectId: grant.targetId });
       }
     });
   }
@@ -503,16 +506,16 @@ export class AssignmentService {
     );
   }
 
-  private async computeEffectiveRoles(userId: string, targetType: TargetType, targetId: string): Promise<Role[]> {
-    const em = this.store.reader();
-    const groupIds = await this.identity.groupIdsOfUser(userId);
+  /** `em`: a transaction whose own changes count (the reader otherwise). */
+  private async computeEffectiveRoles(userId: string, targetType: TargetType, targetId: string, em: EntityManager = this.store.reader()): Promise<Role[]> {
+    const groupIds = await this.identity.groupIdsOfUser(userId, em);
     const actors: AssignmentQuery['actors'] = [{ type: 'user', ids: [userId] }];
     if (groupIds.length) actors.push({ type: 'group', ids: groupIds });
     let targets: NonNullable<AssignmentQuery['targets']>;
     if (targetType === 'project') {
       const project = await this.resources.findAny(targetId, em);
       if (!project || project.isDomain) return [];
-      const ancestors = await this.resources.ancestors(project);
+      const ancestors = await this.resources.ancestors(project, em);
       targets = [{ type: 'project', ids: [targetId], inherited: false }];
       const parentProjects = ancestors.filter((row) => !row.isDomain).map((row) => row.id);
       if (parentProjects.length) targets.push({ type: 'project', ids: parentProjects, inherited: true });

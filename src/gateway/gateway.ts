@@ -105,6 +105,8 @@ interface Caller {
   service: TokenContext | undefined;
   /** The client sent Expect: 100-continue and waits for 100 before its body. */
   expectsContinue: boolean;
+  /** The service token carries a SERVICE_TOKEN_ROLES role: only then are access rules waived. */
+  privilegedService: boolean;
 }
 
 /** A request the policy allowed, on its way to the upstream. */
@@ -228,7 +230,7 @@ export class Gateway implements GatewayExplainer {
     } else {
       throw ValidationError.expecting('token or roles and scope', 'explain');
     }
-    const authorization = this.authorize(user, undefined, subject, serviceType, method, rest.path);
+    const authorization = this.authorize(user, false, subject, serviceType, method, rest.path);
     const { matches } = this.policy.current().explain({ service: serviceType, method, path: rest.path, ...subject });
     return { service: serviceType, method, path: rest.path, subject, ...authorization, matches };
   }
@@ -257,7 +259,7 @@ export class Gateway implements GatewayExplainer {
     if (!userToken) return this.unauthorized(request, response, audit, 'no token');
     const serviceToken = header(request, 'x-service-token');
     const cached = serviceToken === undefined ? this.tokens.validateCached(userToken) : undefined;
-    if (cached) return this.proxyAs({ request, response, audit, target, user: cached, service: undefined, expectsContinue });
+    if (cached) return this.proxyAs({ request, response, audit, target, user: cached, service: undefined, expectsContinue, privilegedService: false });
     return this.validateThenProxy(request, response, audit, target, userToken, serviceToken, expectsContinue);
   }
 
@@ -272,17 +274,18 @@ export class Gateway implements GatewayExplainer {
   ): Promise<void> {
     let user: TokenContext;
     let service: TokenContext | undefined;
+    let privilegedService = false;
     try {
       // Without a service token validateWithServiceToken() is validate(): one async step fewer.
       if (serviceToken === undefined) user = await this.tokens.validate(userToken);
-      else ({ user, service } = await this.tokens.validateWithServiceToken(userToken, serviceToken, this.options.serviceTokenRoles));
+      else ({ user, service, privileged: privilegedService } = await this.tokens.validateWithServiceToken(userToken, serviceToken, this.options.serviceTokenRoles));
     } catch (error) {
       if (error instanceof ServiceError && !(error instanceof ValidationError) && error.kind !== 'unavailable') {
         return this.unauthorized(request, response, audit, 'invalid token');
       }
       throw error;
     }
-    return this.proxyAs({ request, response, audit, target, user, service, expectsContinue });
+    return this.proxyAs({ request, response, audit, target, user, service, expectsContinue, privilegedService });
   }
 
   private proxyAs(caller: Caller): Promise<void> | undefined {
@@ -305,12 +308,12 @@ export class Gateway implements GatewayExplainer {
   }
 
   private authorizeAndForward(caller: Caller, upstream: Upstream): Promise<void> | undefined {
-    const { request, response, audit, target, user, service } = caller;
+    const { request, response, audit, target, user, privilegedService } = caller;
     const serviceType = target.segments[0]!;
     const rest = restOf(target);
     audit.upstream = upstream.origin;
 
-    const authorization = this.authorize(user, service, this.subjectOf(user), serviceType, request.method!, rest.path);
+    const authorization = this.authorize(user, privilegedService, this.subjectOf(user), serviceType, request.method!, rest.path);
     audit.effect = authorization.allowed ? 'allow' : 'deny';
     if (authorization.rule) audit.rule = authorization.rule;
     if (!authorization.allowed) {
@@ -423,19 +426,21 @@ export class Gateway implements GatewayExplainer {
   }
 
   /**
-   * Application-credential access rules first (as keystonemiddleware: waived when a valid service
-   * token comes along), then the policy of the service.
+   * Application-credential access rules first, then the policy of the service. keystonemiddleware
+   * waives access rules whenever a valid service token comes along; here only for a service token
+   * with a SERVICE_TOKEN_ROLES role: we are the public ingress, where anyone may add X-Service-Token,
+   * and any other token of one's own must not lift a leaked credential's restrictions.
    */
   private authorize(
     user: TokenContext | undefined,
-    service: TokenContext | undefined,
+    privilegedService: boolean,
     subject: PolicySubject,
     serviceType: string,
     method: string,
     path: string,
   ): Authorization {
     const accessRules = user?.applicationCredential?.accessRules ?? [];
-    if (accessRules.length > 0 && !service && !accessRulesAllow(accessRules, serviceType, method, path)) {
+    if (accessRules.length > 0 && !privilegedService && !accessRulesAllow(accessRules, serviceType, method, path)) {
       return { allowed: false, reason: 'application credential access rules' };
     }
     const decision = this.policy.current().decide({ service: serviceType, method, path, ...subject });

@@ -539,8 +539,8 @@ export class IdentityService {
     await this.assertMembership(this.store.reader(), groupId, userId);
   }
 
-  async groupIdsOfUser(userId: string): Promise<string[]> {
-    return this.repository.groupIdsOfUser(this.store.reader(), userId);
+  async groupIdsOfUser(userId: string, em: EntityManager = this.store.reader()): Promise<string[]> {
+    return this.repository.groupIdsOfUser(em, userId);
   }
 
   /** Members of each group, for expanding group assignments. */

@@ -11,6 +11,7 @@ import {
   parseModel,
   PolicyLoadError,
   readFixtureFiles,
+  readRuleFile,
   readText,
   enforceNarrowed,
   matchingLines,
@@ -212,7 +213,7 @@ export class GatewayPolicy {
       if (!SERVICE_NAME.test(service)) {
         throw new PolicyLoadError(`${file}: '${service}' is not a valid service type name`, file);
       }
-      const lines = parseRuleFile(await readText(file), file, entry);
+      const lines = parseRuleFile(await readRuleFile(file), file, entry);
       byService.set(service, await policy.buildService(service, lines, modelText, modelFile));
     }
     return policy;

@@ -10,6 +10,7 @@ import {
   parseModel,
   PolicyLoadError,
   readFixtureFiles,
+  readRuleFile,
   readText,
   enforceNarrowed,
   matchingLines,
@@ -181,7 +182,7 @@ export class IdentityPolicy {
       if (!entry.endsWith('.csv') || entry.startsWith('.')) continue;
       const file = path.join(directory, entry);
       if (!(await isFile(file))) continue;
-      lines.push(...parseRuleFile(await readText(file), file, entry, firstSeen));
+      lines.push(...parseRuleFile(await readRuleFile(file), file, entry, firstSeen));
     }
     const enforcer = await casbin.newEnforcerWithClass(IdentityEnforcer, model, new RowsAdapter(lines.map((line) => line.fields)));
     await enforcer.addFunction('roleMatch', roleMatcher());

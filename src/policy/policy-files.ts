@@ -162,6 +162,17 @@ export async function isFile(file: string): Promise<boolean> {
   }
 }
 
+/**
+ * A `.csv` rule file's text. One with nothing in it (not even a comment) is refused like one that
+ * does not parse: an editor that truncates before writing would otherwise load as deny-all for that
+ * service until the write lands. A service meant to allow nothing says so in a comment line.
+ */
+export async function readRuleFile(file: string): Promise<string> {
+  const text = await readText(file);
+  if (text.trim() === '') throw new PolicyLoadError(`${file}: the rule file is empty (being rewritten?); a deny-all file needs a comment line`, file);
+  return text;
+}
+
 export async function readText(file: string): Promise<string> {
   try {
     return await readFile(file, 'utf8');

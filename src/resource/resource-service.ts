@@ -180,8 +180,8 @@ export class ResourceService {
     return pagesOf<ProjectRow, Project>(pageSize, (page) => this.projects.list(this.store.reader(), query, page), (rows) => rows);
   }
 
-  ancestors(project: Project): Promise<Project[]> {
-    return this.projects.ancestors(this.store.reader(), project);
+  ancestors(project: Project, em: EntityManager = this.store.reader()): Promise<Project[]> {
+    return this.projects.ancestors(em, project);
   }
 
   descendants(projectId: string): Promise<Project[]> {

@@ -106,8 +106,47 @@ export class TokenService {
   /** Validations by outcome, and those the cache answered (read by metrics; plain counters). */
   readonly validationStats = { valid: 0, invalid: 0, error: 0, cacheHits: 0, cacheMisses: 0 };
 
-  /** POST /v3/auth/tokens: runs the methods, resolves the scope, issues a token. */
+  /**
+   * POST /v3/auth/tokens: runs the methods, resolves the scope, issues a token.
+   *
+   * A token's issued_at has whole seconds (Fernet) and a revocation event revokes what was issued up
+   * to and including its second, so a token issued in the second of an event that matches it (a
+   * password change, a user disabled and enabled again, a project's last role removed and granted
+   * again) would be dead on arrival; Keystone answers 201 with it. Here the whole authentication
+   * runs again in the next second instead, reading everything afresh: its token is then issued
+   * after the event, and a later event still revokes it. An issued_at moved ahead without waiting
+   * would survive an event later in the same second.
+   */
   async authenticate(request: AuthRequest): Promise<TokenContext> {
+    try {
+      return await this.authenticateNow(request);
+    } catch (error) {
+      if (!(error instanceof RevokedOnIssue)) throw error;
+    }
+    await this.untilNextSecond();
+    try {
+      return await this.authenticateNow(request);
+    } catch (error) {
+      // Another matching event in the next second too: refused, never a token that will not validate.
+      if (error instanceof RevokedOnIssue) throw new AuthenticationError();
+      throw error;
+    }
+  }
+
+  private async untilNextSecond(): Promise<void> {
+    const wait = 1000 - (this.clock.now() % 1000);
+    if (this.clock.sleep) await this.clock.sleep(wait);
+    else await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+
+  /** Throws RevokedOnIssue when a revocation event known here matches the token about to be issued. */
+  private async refuseRevokedOnIssue(token: RevocableToken): Promise<void> {
+    // Events other nodes wrote are indexed first (at once unless the bus is down).
+    await this.sync.prepareValidation();
+    if (this.revocations.isRevoked(token)) throw new RevokedOnIssue();
+  }
+
+  private async authenticateNow(request: AuthRequest): Promise<TokenContext> {
     if (request.methods.length === 0) throw ValidationError.expecting('methods', 'identity');
     const passwordUser = request.password?.user;
     if (request.methods.includes('password') && passwordUser) {
@@ -173,6 +212,7 @@ export class TokenService {
     const expiresAt = source ? source.expiresAt : issuedAt + this.expirationSeconds * 1000;
     const chainId = source ? (source.auditIds[1] ?? source.auditIds[0]!) : undefined;
     const auditIds = chainId ? [newAuditId(), chainId] : [newAuditId()];
+    await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
     const payload: TokenPayload = {
       userId: user.id,
       methods,
@@ -236,6 +276,7 @@ export class TokenService {
     let expiresAt = issuedAt + this.expirationSeconds * 1000;
     if (credential.expiresAt) expiresAt = Math.min(expiresAt, Math.floor(credential.expiresAt.getTime() / 1000) * 1000);
     const auditIds = [newAuditId()];
+    await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
     const id = await this.provider.issue(
       {
         userId: user.id,
@@ -387,17 +428,7 @@ export class TokenService {
           : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw new NotFoundError('Failed to validate token');
 
-    const auditId = payload.auditIds[0]!;
-    const revocable: RevocableToken = {
-      userId: user.id,
-      userDomainId: user.domainId,
-      projectId: scope.type === 'project' ? scope.project.id : undefined,
-      assignmentDomainId: scope.type === 'project' ? scope.project.domainId : scope.type === 'domain' ? scope.domain.id : undefined,
-      roleIds: roles.map((role) => role.id),
-      auditId,
-      auditChainId: payload.auditIds[1] ?? auditId,
-      issuedAt: issuedAt * 1000,
-    };
+    const revocable = revocableToken(user, scope, roles, payload.auditIds, issuedAt * 1000);
     if (this.revocations.isRevoked(revocable)) throw new NotFoundError('Failed to validate token');
 
     const context: TokenContext = {
@@ -422,18 +453,22 @@ export class TokenService {
 
   /**
    * What keystonemiddleware does with X-Auth-Token and X-Service-Token: the service token, when
-   * present, must be valid; when it carries a service role the user token may be expired (within
-   * Keystone's allow_expired window), so long-running operations started by a user can finish.
+   * present, must be valid. Only a service token carrying one of `serviceRoles` (SERVICE_TOKEN_ROLES,
+   * keystonemiddleware's service_token_roles with service_token_roles_required) is `privileged`: the
+   * user token may then be expired (within Keystone's allow_expired window), so long-running
+   * operations started by a user can finish, and the gateway waives application-credential access
+   * rules. Any other valid token as X-Service-Token grants nothing: at the public ingress anyone can
+   * send one.
    */
   async validateWithServiceToken(
     userToken: string,
     serviceToken: string | undefined,
     serviceRoles: readonly string[] = ['service'],
-  ): Promise<{ user: TokenContext; service?: TokenContext }> {
-    if (!serviceToken) return { user: await this.validate(userToken) };
+  ): Promise<{ user: TokenContext; service?: TokenContext; privileged: boolean }> {
+    if (!serviceToken) return { user: await this.validate(userToken), privileged: false };
     const service = await this.validate(serviceToken);
-    const privileged = service.roles.some((role) => serviceRoles.includes(role.name));
-    return { user: await this.validate(userToken, { allowExpired: privileged }), service };
+    const privileged = holdsServiceRole(service, serviceRoles);
+    return { user: await this.validate(userToken, { allowExpired: privileged }), service, privileged };
   }
 
   /** DELETE /v3/auth/tokens: revokes exactly this token (its audit id). */
@@ -503,6 +538,29 @@ export class TokenService {
     }
   }
 }
+
+/** Whether a validated service token carries one of the service roles (SERVICE_TOKEN_ROLES). */
+export function holdsServiceRole(service: TokenContext, serviceRoles: readonly string[]): boolean {
+  return service.roles.some((role) => serviceRoles.includes(role.name));
+}
+
+/** What the revocation check needs of a token (issuedAt in ms). */
+function revocableToken(user: { id: string; domainId: string }, scope: TokenScope, roles: readonly { id: string }[], auditIds: readonly string[], issuedAt: number): RevocableToken {
+  const auditId = auditIds[0]!;
+  return {
+    userId: user.id,
+    userDomainId: user.domainId,
+    projectId: scope.type === 'project' ? scope.project.id : undefined,
+    assignmentDomainId: scope.type === 'project' ? scope.project.domainId : scope.type === 'domain' ? scope.domain.id : undefined,
+    roleIds: roles.map((role) => role.id),
+    auditId,
+    auditChainId: auditIds[1] ?? auditId,
+    issuedAt,
+  };
+}
+
+/** The token about to be issued is already revoked (an event in this very second): try again in the next. */
+class RevokedOnIssue extends Error {}
 
 function credentialSummary(credential: ApplicationCredential): NonNullable<TokenContext['applicationCredential']> {
   return { id: credential.id, name: credential.name, restricted: credential.unrestricted !== true, accessRules: credential.accessRules };

@@ -145,9 +145,9 @@ t.test('application-credential access rules are enforced at the gateway', async 
   t.equal(wrongMethod.status, 403);
   t.equal(w.upstream.received.length, before, 'nothing outside the rules reached the upstream');
 
-  // As keystonemiddleware: a valid service token alongside waives the access rules.
+  // Unlike keystonemiddleware, a valid service token without a service role waives nothing (access-rules.test.ts).
   const withService = await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things/x`, headers: { 'x-auth-token': token, 'x-service-token': w.admin } });
-  t.equal(withService.status, 200);
+  t.equal(withService.status, 403);
   const badService = await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things/x`, headers: { 'x-auth-token': token, 'x-service-token': 'gAAAAABnope' } });
   t.equal(badService.status, 401, 'an invalid service token is refused, not ignored');
 });

@@ -9,6 +9,11 @@ export class ManualClock implements Clock {
   advance(milliseconds: number): void {
     this.current += milliseconds;
   }
+  /** Waiting on this clock moves it: nothing in a test sleeps. */
+  sleep(milliseconds: number): Promise<void> {
+    this.current += milliseconds;
+    return Promise.resolve();
+  }
   set(milliseconds: number): void {
     this.current = milliseconds;
   }

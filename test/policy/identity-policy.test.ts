@@ -70,6 +70,9 @@ t.test('load errors name the file and line', async (t) => {
   }
   const badModel = identityDirectory(t, 'p, *, *, identity:get_user, *, allow', { 'model.conf': identityModel.replace('r = roles, scope, act, ctx', 'r = sub, act') });
   await t.rejects(IdentityPolicy.load(badModel), { name: 'PolicyLoadError', message: /request_definition must be r = roles, scope, act, ctx/ });
+  // An emptied rule file (an editor truncating before it writes) is refused, not loaded as deny-all.
+  const emptied = identityDirectory(t, 'p, reader, domain, identity:get_user, *, allow', { 'more.csv': '' });
+  await t.rejects(IdentityPolicy.load(emptied), { name: 'PolicyLoadError', message: /more\.csv: the rule file is empty/ });
 });
 
 t.test('fixture failures name the case', async (t) => {

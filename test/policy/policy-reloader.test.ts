@@ -165,6 +165,37 @@ t.test('reload', async (t) => {
     });
   });
 
+  t.test('keeps the old policy when a rule file is emptied (an editor truncating before it writes)', async (t) => {
+    const otherRequest: PolicyRequest = { ...readerRequest, service: 'other' };
+    const directory = policyDirectory(t, { 'demo.csv': v1Rules, 'other.csv': v1Rules, 'tests/demo.yaml': v1Fixtures });
+    const log = new RecordingLog();
+    const swaps = new SwapRecorder();
+    const reloader = new PolicyReloader({ directory, onSwap: swaps.onSwap, log });
+    const initial = await reloader.loadInitial();
+    t.equal(initial.decide(otherRequest).allowed, true);
+
+    for (const [what, content] of [['empty', ''], ['whitespace only', ' \n\n']] as const) {
+      writePolicyFiles(directory, { 'other.csv': content });
+      t.equal(await reloader.reload(), false, `${what}: rejected`);
+      t.same(swaps.swapped, []);
+      t.equal(reloader.current, initial, `${what}: the last good set stays`);
+      t.match(log.errors().at(-1), {
+        message: 'gateway policy reload rejected; keeping the last good policy',
+        fields: { directory, err: /other\.csv: the rule file is empty/ },
+      });
+    }
+    t.equal(reloader.current?.decide(otherRequest).allowed, true, 'the service is not deny-all meanwhile');
+
+    // A file that says it allows nothing is a deliberate deny-all.
+    writePolicyFiles(directory, { 'other.csv': ruleFile() });
+    t.equal(await reloader.reload(), true);
+    t.equal(reloader.current?.decide(otherRequest).allowed, false);
+    await t.rejects(new PolicyReloader({ directory: policyDirectory(t, { 'demo.csv': '' }), onSwap: () => {}, log: new RecordingLog() }).loadInitial(), {
+      name: 'PolicyLoadError',
+      message: /demo\.csv: the rule file is empty/,
+    }, 'at start-up too');
+  });
+
   t.test('keeps the old policy when a fixture fails', async (t) => {
     const directory = goodDirectory(t);
     const log = new RecordingLog();

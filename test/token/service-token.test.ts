@@ -23,6 +23,11 @@ t.test('a service token lets an expired user token through, within the window on
   const allowed = await tokens.validateWithServiceToken(userToken, serviceToken);
   t.equal(allowed.user.user.id, user.id);
   t.equal(allowed.service?.user.id, nova.id);
+  t.equal(allowed.privileged, true, 'a service token with the service role is privileged');
+  const fresh = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
+  const unprivileged = await tokens.validateWithServiceToken(fresh, memberServiceToken);
+  t.equal(unprivileged.service?.user.id, plain.id, 'a valid service token without the role is still a service token');
+  t.equal(unprivileged.privileged, false, 'but grants nothing');
   await t.rejects(tokens.validateWithServiceToken(userToken, memberServiceToken), { name: 'NotFoundError', message: 'Failed to validate token' }, 'a service token without the service role does not extend');
   await t.rejects(tokens.validateWithServiceToken(userToken, 'garbage'), { name: 'NotFoundError' }, 'an invalid service token is refused');
 
