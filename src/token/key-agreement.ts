@@ -62,6 +62,13 @@ function sameSet(a: KeySetFingerprints, b: KeySetFingerprints): boolean {
   return a.primary === b.primary && a.staged === b.staged && a.all.length === b.all.length && a.all.every((value, index) => value === b.all[index]);
 }
 
+/** Rolls back a reconcile that found a disagreement. */
+class Disagreement extends Error {
+  constructor(readonly names: string[]) {
+    super(`disagreeing: ${names.join(', ')}`);
+  }
+}
+
 /** This node's keys or pepper differ from those of the other nodes on the database. */
 export class KeyDisagreementError extends ConfigError {
   override name = 'KeyDisagreementError';
@@ -117,24 +124,31 @@ export class KeyAgreement {
    * the name of each set that disagrees with its record.
    */
   async reconcile(sets: readonly KeySetFingerprints[]): Promise<string[]> {
-    return this.store.reader().transactional(async (transaction) => {
-      const em = transaction as EntityManager;
-      const disagreeing: string[] = [];
-      for (const set of sets) {
-        await em.execute(
-          'insert into key_fingerprint (name, primary_fingerprint, staged_fingerprint, fingerprints) values (?, ?, ?, ?) on conflict (name) do nothing',
-          [set.name, set.primary, set.staged ?? null, set.all.join(' ')],
-        );
-        const rows = await em.execute<FingerprintRow[]>(
-          'select name, primary_fingerprint, staged_fingerprint, fingerprints from key_fingerprint where name = ? for update',
-          [set.name],
-        );
-        const recorded = fromRow(rows[0]!);
-        if (!keySetsAgree(set, recorded)) disagreeing.push(set.name);
-        else if (!sameSet(set, recorded) && ahead(set, recorded)) await recordFingerprints(em, set);
-      }
-      return disagreeing;
-    });
+    try {
+      await this.store.reader().transactional(async (transaction) => {
+        const em = transaction as EntityManager;
+        const disagreeing: string[] = [];
+        for (const set of sets) {
+          await em.execute(
+            'insert into key_fingerprint (name, primary_fingerprint, staged_fingerprint, fingerprints) values (?, ?, ?, ?) on conflict (name) do nothing',
+            [set.name, set.primary, set.staged ?? null, set.all.join(' ')],
+          );
+          const rows = await em.execute<FingerprintRow[]>(
+            'select name, primary_fingerprint, staged_fingerprint, fingerprints from key_fingerprint where name = ? for update',
+            [set.name],
+          );
+          const recorded = fromRow(rows[0]!);
+          if (!keySetsAgree(set, recorded)) disagreeing.push(set.name);
+          else if (!sameSet(set, recorded) && ahead(set, recorded)) await recordFingerprints(em, set);
+        }
+        // A node that disagrees on anything records nothing (rolled back).
+        if (disagreeing.length > 0) throw new Disagreement(disagreeing);
+      });
+      return [];
+    } catch (error) {
+      if (error instanceof Disagreement) return error.names;
+      throw error;
+    }
   }
 
   /** Read-only: the names of the sets that disagree with their records (a missing record agrees). */

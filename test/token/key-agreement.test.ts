@@ -141,13 +141,17 @@ t.test('a node with its own keys and pepper refuses to start, naming KEY_ENCRYPT
 });
 
 t.test('the same keys with another pepper, another keys with the same pepper: refused, naming which', async (t) => {
-  const { start, refusal, newDirectory } = await deployment(t);
+  const { start, refusal, newDirectory, rows } = await deployment(t);
   const pepper = randomBytes(48).toString('base64');
   const first = await start({ SECRET_PEPPER: pepper });
 
   const sameKeys = newDirectory();
   copyDirectory(path.join(first.directory, 'fernet-keys'), path.join(sameKeys, 'fernet-keys'));
+  // Its keys are a rotation ahead (they agree, and would move the record forward).
+  new FernetKeyRepository(path.join(sameKeys, 'fernet-keys'), 3).rotate();
+  const recorded = await rows();
   const pepperOnly = await refusal({ SECRET_PEPPER: randomBytes(48).toString('base64') }, sameKeys);
+  t.same(await rows(), recorded, 'a node refused for its pepper records nothing, not even its keys');
   t.type(pepperOnly, KeyDisagreementError);
   t.match(pepperOnly?.message, /^the other nodes sharing DATABASE_URL use a different SECRET_PEPPER \(application credentials stored by one node would fail on the other\)\. /);
   t.notMatch(pepperOnly?.message, /token keys than/);
@@ -161,6 +165,7 @@ t.test('the same keys with another pepper, another keys with the same pepper: re
 
   // Both shared (the key repository copied, as with Keystone): the node starts, tokens cross over.
   const second = await start({ SECRET_PEPPER: pepper }, sameKeys);
+  t.not((await rows())[0]!.primary_fingerprint, recorded[0]!.primary_fingerprint, 'its keys, a rotation ahead, are the record now');
   t.equal(await second.validate(await first.login()), 200);
   t.equal(await first.validate(await second.login()), 200);
 });
