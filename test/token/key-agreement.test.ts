@@ -219,6 +219,23 @@ t.test('rotations handed from node to node (Keystone style) are followed; a node
   }
   await waitFor(async () => (await b.ready()).status === 200, 'B to be ready again', 10_000);
   t.equal(await b.validate(await a.login()), 200);
+
+  // Keys of its own under B's repository (a botched copy): B reloads them, records nothing, is not ready.
+  const recorded = await rows();
+  const foreign = newDirectory();
+  new FernetKeyRepository(path.join(foreign, 'fernet-keys'), 3).setup();
+  const foreignNames = fs.readdirSync(path.join(foreign, 'fernet-keys'));
+  for (const name of fs.readdirSync(path.join(bDirectory, 'fernet-keys'))) {
+    if (!foreignNames.includes(name)) fs.rmSync(path.join(bDirectory, 'fernet-keys', name));
+  }
+  for (const name of foreignNames) fs.copyFileSync(path.join(foreign, 'fernet-keys', name), path.join(bDirectory, 'fernet-keys', name));
+  await waitFor(
+    async () => (await b.ready()).body.error?.message === 'The service is not ready: key_agreement.' && (await a.validate(await b.login())) === 401,
+    'B to reload the foreign keys and be reported not ready',
+    10_000,
+  );
+  t.pass("B's tokens are refused by A, and B's readyz says key_agreement");
+  t.same(await rows(), recorded, 'the record is still the agreed one');
 });
 
 t.test('keys in the database: rotations record themselves; a node with key files of its own is refused', async (t) => {
