@@ -36,6 +36,7 @@ import { DatabaseFernetKeys, DatabaseJwsKeys, DatabaseKeyStore, type KeyChangeNo
 import { FernetKeyRepository } from './token/fernet-key-repository.ts';
 import { FernetTokenProvider } from './token/fernet-provider.ts';
 import { JwsKeyRepository } from './token/jws-key-repository.ts';
+import { KeyAgreement, NodeKeyAgreement, pepperFingerprint } from './token/key-agreement.ts';
 import { JwsTokenProvider } from './token/jws-provider.ts';
 import type { TokenProvider } from './token/token-provider.ts';
 import { LoginThrottle } from './token/login-throttle.ts';
@@ -53,6 +54,11 @@ export interface BuildOptions {
   migrate?: boolean;
   /** How changes reach this process's caches from its siblings when there is no REDIS_URL (cluster workers). */
   eventBus?: EventBus;
+  /**
+   * False for processes that issue no tokens (manage bootstrap): they neither record nor check the
+   * fingerprints of token keys and pepper the nodes sharing the database must agree on.
+   */
+  keyAgreement?: boolean;
 }
 
 /** Every service, built once and wired together; the HTTP server on top. */
@@ -209,6 +215,23 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     if (pepper.created) {
       log.info({ file: path.join(config.dataDir, 'secret-pepper') }, 'generated the application-credential pepper; nodes sharing a database must share SECRET_PEPPER');
     }
+    // Nodes sharing a PostgreSQL database must use the same token keys and pepper, or each silently
+    // refuses the others' tokens and application credentials (an embedded database has one node).
+    let keyAgreement: NodeKeyAgreement | undefined;
+    if (store.kind === 'postgresql' && options.keyAgreement !== false) {
+      const pepperSet = pepperFingerprint(pepper.pepper);
+      const repository = config.tokenProvider === 'jws' ? config.jwsKeyRepository : config.fernetKeyRepository;
+      const agreement = new NodeKeyAgreement(new KeyAgreement(store), {
+        sets: () => (tokenProvider.keyFingerprints ? [tokenProvider.keyFingerprints, pepperSet] : [pepperSet]),
+        keysWhere: config.keyEncryptionKey ? 'the database (KEY_ENCRYPTION_KEY)' : repository,
+        checkIntervalMs: config.keyReloadIntervalMs,
+        log,
+      });
+      await agreement.establish();
+      startedParts.push(() => agreement.stop());
+      tokenProvider.onReload(() => agreement.keysReloaded());
+      keyAgreement = agreement;
+    }
     const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
     const resources = new ResourceService(store, revocations, clock, sync);
     const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync);
@@ -348,6 +371,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         // Keys and policies load before the server starts; a failed reload keeps the loaded ones
         // (a failed token key reload still reports not ready, until a reload succeeds).
         token_keys: () => tokenKeysLoaded && tokenProvider.keysReady,
+        key_agreement: () => {
+          const problem = keyAgreement?.problem;
+          if (problem) throw new Error(problem);
+          return true;
+        },
         gateway_policy: () => policy !== undefined,
         identity_policy: () => identityPolicy !== undefined,
       },
@@ -365,6 +393,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       async close() {
         draining = true;
         tokenProvider.stop();
+        keyAgreement?.stop();
         tokenKeysLoaded = false;
         policyReloader.stop();
         identityPolicyReloader.stop();

@@ -26,6 +26,10 @@ Commands (configuration comes from the same environment variables as the service
   reencrypt_keys  encrypt the database's token keys again under KEY_ENCRYPTION_KEY, reading
                   them with it or with KEY_ENCRYPTION_KEY_PREVIOUS (changing the key
                   encryption key: README, "Operations")
+  forget_key_fingerprints
+                  forget the recorded fingerprints of the token keys and SECRET_PEPPER the
+                  nodes sharing DATABASE_URL must agree on (after replacing them on purpose,
+                  with every node stopped); the next node to start records its own
   policy test [DIR]
                   load the gateway policy in DIR (default POLICY_DIR, else ./policies) and the
                   identity policy (DIR/identity, default IDENTITY_POLICY_DIR), and run their
@@ -66,7 +70,7 @@ const commands: Record<string, Command> = {
     if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
     const { buildApplication } = await import('../app.ts');
     const { bootstrap } = await import('../bootstrap.ts');
-    const app = await buildApplication(config, { logger: false });
+    const app = await buildApplication(config, { logger: false, keyAgreement: false });
     try {
       const result = await bootstrap(app, { adminPassword: config.adminPassword, publicUrl: config.publicUrl });
       for (const change of result.changes) console.log(change);
@@ -139,6 +143,23 @@ const commands: Record<string, Command> = {
         if (count > 0) console.log(`re-encrypted ${count} ${provider} keys under KEY_ENCRYPTION_KEY`);
       }
       console.log('KEY_ENCRYPTION_KEY_PREVIOUS can now be removed from every node');
+    } finally {
+      await store.close();
+    }
+  },
+  async forget_key_fingerprints(config) {
+    if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+    const { embeddedDirectoryOf, Store } = await import('../store/database.ts');
+    const { KeyAgreement } = await import('../token/key-agreement.ts');
+    const store = await Store.open({ databaseUrl: config.databaseUrl, embeddedDirectory: embeddedDirectoryOf(config.dataDir), poolSize: 2 });
+    try {
+      await store.migrate();
+      const forgotten = await new KeyAgreement(store).forget();
+      console.log(
+        forgotten > 0
+          ? `forgot the fingerprints of ${forgotten} key sets; the next node to start records its token keys and SECRET_PEPPER, and nodes that differ from it refuse to start`
+          : 'no fingerprints recorded; nothing to do',
+      );
     } finally {
       await store.close();
     }

@@ -1,9 +1,10 @@
 import { createCipheriv, createDecipheriv, createPublicKey, randomBytes } from 'node:crypto';
-import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
+import { calculateJwkThumbprint, exportJWK, exportPKCS8, exportSPKI, generateKeyPair, importSPKI } from 'jose';
 import { ConfigError } from '../config.ts';
 import type { EntityManager, Store } from '../store/database.ts';
 import { databaseUnreachableReason } from '../store/unavailable.ts';
 import type { FernetKeyRepository } from './fernet-key-repository.ts';
+import { fernetFingerprints, jwsFingerprints, recordFingerprints, type KeySetFingerprints } from './key-agreement.ts';
 import type { JwsKeyRepository } from './jws-key-repository.ts';
 import type { FernetKeySource, JwsKeys, JwsKeySource, KeySetupOutcome } from './key-source.ts';
 
@@ -90,6 +91,7 @@ export class DatabaseKeyStore {
       const { outcome, keys } = await create();
       for (const key of keys) await this.insert(em as EntityManager, provider, key);
       await this.bump(em as EntityManager, provider);
+      await this.recordFingerprints(em as EntityManager, provider);
       return outcome;
     });
   }
@@ -116,6 +118,7 @@ export class DatabaseKeyStore {
       const purged = active.slice(Math.max(0, keepNonStaged));
       if (purged.length > 0) await em.execute(`delete from token_key where provider = ? and number in (${purged.map(() => '?').join(', ')})`, [provider, ...purged]);
       await this.bump(em, provider);
+      await this.recordFingerprints(em, provider);
     });
   }
 
@@ -140,6 +143,16 @@ export class DatabaseKeyStore {
   private async lock(em: EntityManager, provider: KeyProvider): Promise<void> {
     await em.execute('insert into token_key_generation (provider, generation) values (?, 0) on conflict (provider) do nothing', [provider]);
     await em.execute('select generation from token_key_generation where provider = ? for update', [provider]);
+  }
+
+  /**
+   * The keys in the database are the ones every KEY_ENCRYPTION_KEY node uses: their fingerprints
+   * become the record at once, so a node whose own keys differ is told (key_fingerprint).
+   */
+  private async recordFingerprints(em: EntityManager, provider: KeyProvider): Promise<void> {
+    const rows = await em.execute<KeyRow[]>('select number, nonce, ciphertext from token_key where provider = ? order by number desc', [provider]);
+    const keys = rows.map((row) => ({ number: row.number, material: this.decrypt(provider, row) }));
+    await recordFingerprints(em, await storedKeyFingerprints(provider, keys));
   }
 
   private async bump(em: EntityManager, provider: KeyProvider): Promise<void> {
@@ -169,6 +182,18 @@ export class DatabaseKeyStore {
       `the ${provider} token keys in the database do not decrypt with KEY_ENCRYPTION_KEY${this.previousKeyEncryptionKeys.length ? ' or KEY_ENCRYPTION_KEY_PREVIOUS' : ''}: it is not the key they were stored with (every node must have the same KEY_ENCRYPTION_KEY), or a key row is damaged`,
     );
   }
+}
+
+/** Fingerprints of stored keys (highest number first), as the token providers compute them once loaded. */
+async function storedKeyFingerprints(provider: KeyProvider, keys: StoredKey[]): Promise<KeySetFingerprints> {
+  if (provider === 'fernet') return fernetFingerprints(keys.map((key) => key.material));
+  const verifying: { name: string; thumbprint: string }[] = [];
+  for (const key of keys) {
+    const pair = JSON.parse(key.material.toString('utf8')) as Partial<JwsKeyPair>;
+    const thumbprint = await calculateJwkThumbprint(await exportJWK(await importSPKI(pair.publicKey!, 'ES256', { extractable: true })));
+    verifying.push({ name: String(key.number), thumbprint });
+  }
+  return jwsFingerprints(verifying[0]!.thumbprint, verifying);
 }
 
 /** How nodes tell each other that keys changed (the event bus); polling covers a lost notice. */

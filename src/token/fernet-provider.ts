@@ -1,5 +1,6 @@
 import { NotFoundError } from '../errors.ts';
 import { FernetKeys, InvalidFernetTokenError } from './fernet.ts';
+import { fernetFingerprints, type KeySetFingerprints } from './key-agreement.ts';
 import type { FernetKeySource } from './key-source.ts';
 import { InvalidTokenPayloadError, PayloadCodec, type TokenPayload } from './fernet-payload.ts';
 import type { DecodedToken, TokenProvider } from './token-provider.ts';
@@ -22,6 +23,8 @@ interface Logger {
 export class FernetTokenProvider implements TokenProvider {
   readonly name = 'fernet';
   private keys: FernetKeys | undefined;
+  /** Of the loaded keys. */
+  keyFingerprints: KeySetFingerprints | undefined;
   private stopWatching: (() => void) | undefined;
   private readonly codec: PayloadCodec;
   /** False after a failed reload, until one succeeds (readyz). */
@@ -76,6 +79,7 @@ export class FernetTokenProvider implements TokenProvider {
 
   private use(keys: Buffer[]): void {
     this.keys = new FernetKeys(keys);
+    this.keyFingerprints = fernetFingerprints(keys);
     this.lastReloadSucceeded = true;
     // Tokens validated with a key that is now gone must not stay cached.
     for (const listener of this.reloadListeners) listener();

@@ -1,6 +1,7 @@
 import { calculateJwkThumbprint, compactVerify, exportJWK, importPKCS8, importSPKI, SignJWT, type JWK } from 'jose';
 import { NotFoundError } from '../errors.ts';
 import type { TokenPayload } from './fernet-payload.ts';
+import { jwsFingerprints, type KeySetFingerprints } from './key-agreement.ts';
 import type { JwsKeySource } from './key-source.ts';
 import type { DecodedToken, TokenProvider } from './token-provider.ts';
 
@@ -41,6 +42,8 @@ export class JwsTokenProvider implements TokenProvider {
   readonly name = 'jws';
   private signing: { key: SigningKey; kid: string } | undefined;
   private verification: VerificationKey[] = [];
+  /** Of the loaded keys (JWK thumbprints). */
+  keyFingerprints: KeySetFingerprints | undefined;
   private stopWatching: (() => void) | undefined;
   private readonly reloadListeners: (() => void)[] = [];
   /** False after a failed reload, until one succeeds (readyz). */
@@ -98,6 +101,10 @@ export class JwsTokenProvider implements TokenProvider {
     }
     this.verification = verification;
     this.signing = { key: signingKey, kid: signingKid };
+    this.keyFingerprints = jwsFingerprints(
+      signingKid,
+      verification.map((entry, index) => ({ name: files.publicKeys[index]!.name, thumbprint: entry.kid })),
+    );
     this.lastReloadSucceeded = true;
     for (const listener of this.reloadListeners) listener();
   }

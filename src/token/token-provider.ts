@@ -1,4 +1,5 @@
 import type { TokenPayload } from './fernet-payload.ts';
+import type { KeySetFingerprints } from './key-agreement.ts';
 
 export interface DecodedToken {
   payload: TokenPayload;
@@ -21,4 +22,6 @@ export interface TokenProvider {
   readonly keysReady: boolean;
   /** Called after keys change (drop caches of tokens validated with old keys). */
   onReload(listener: () => void): void;
+  /** Fingerprints of the keys in use (never the keys), for the nodes' agreement; none for uuid. */
+  readonly keyFingerprints: KeySetFingerprints | undefined;
 }

@@ -13,6 +13,8 @@ export class UuidTokenProvider implements TokenProvider {
   readonly name = 'uuid';
   /** No keys: tokens are rows. */
   readonly keysReady = true;
+  /** UUID tokens are database rows: no keys to agree on. */
+  readonly keyFingerprints = undefined;
 
   constructor(private readonly store: Store) {}
 

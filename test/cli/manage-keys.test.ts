@@ -75,9 +75,11 @@ t.test('fernet and jws commands on the database key store (KEY_ENCRYPTION_KEY)',
   t.match(malformed.stderr, /KEY_ENCRYPTION_KEY must be 32 bytes/);
   t.equal((await keys.read('fernet')).generation, '1', 'nothing changed');
 
-  // Two running nodes: one hears the command over Redis, the other (no Redis) polls.
+  // Two running nodes: one hears the command over Redis, the other (no Redis) polls. They share the
+  // pepper as they share the keys (else the second refuses to start).
+  const pepper = randomBytes(48).toString('base64');
   const nodeConfig = (overrides: Record<string, string>) =>
-    loadConfig({ ...environment, DATA_DIR: fs.mkdtempSync(path.join(directory, 'node-')), PASSWORD_HASH_ROUNDS: '4', ...overrides });
+    loadConfig({ ...environment, DATA_DIR: fs.mkdtempSync(path.join(directory, 'node-')), PASSWORD_HASH_ROUNDS: '4', SECRET_PEPPER: pepper, ...overrides });
   const listening = await buildApplication(nodeConfig({ REDIS_URL: redis.url, KEY_RELOAD_INTERVAL_MS: '3600000' }), { logger: false });
   nodes.push(listening);
   const polling = await buildApplication(nodeConfig({ KEY_RELOAD_INTERVAL_MS: '100' }), { logger: false });

@@ -56,11 +56,14 @@ export async function startService(environment: Record<string, string>, options:
     await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5000))]);
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   };
+  const closed = new Promise((resolve) => child.once('close', resolve));
   try {
-    await waitFor(async () => {
-      if (child.exitCode !== null) throw new Error(`service exited: ${output}`);
-      return (await fetch(`${url}/v3`)).status === 200;
-    }, `the service on ${url}`, options.startTimeoutMs);
+    // A process that exits ends the wait at once (waitFor takes a throwing check for "not yet").
+    await waitFor(async () => child.exitCode !== null || (await fetch(`${url}/v3`)).status === 200, `the service on ${url}`, options.startTimeoutMs);
+    if (child.exitCode !== null) {
+      await closed;
+      throw new Error(`service exited: ${output}`);
+    }
   } catch (error) {
     await stop();
     throw new Error(`${(error as Error).message}\n${output}`);

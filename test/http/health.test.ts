@@ -16,7 +16,7 @@ t.test('healthz and readyz answer without a token', async (t) => {
   t.same(health.json(), { status: 'ok' });
   const ready = await request({ method: 'GET', url: '/readyz' });
   t.equal(ready.statusCode, 200);
-  t.same(ready.json(), { status: 'ok', checks: { database: 'ok', token_keys: 'ok', gateway_policy: 'ok', identity_policy: 'ok' } });
+  t.same(ready.json(), { status: 'ok', checks: { database: 'ok', token_keys: 'ok', key_agreement: 'ok', gateway_policy: 'ok', identity_policy: 'ok' } });
   t.equal((await request({ method: 'HEAD', url: '/readyz' })).statusCode, 200);
   t.equal((await request({ method: 'POST', url: '/healthz' })).statusCode, 405);
 });

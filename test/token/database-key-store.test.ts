@@ -20,6 +20,7 @@ import { createTestDatabase, LOCAL_POSTGRES, type TestDatabase } from '../helper
 import { waitFor } from '../helpers/processes.ts';
 
 const KEK = randomBytes(32);
+const PEPPER = randomBytes(48).toString('base64');
 const NO_RELOAD = '3600000';
 
 interface Teardown {
@@ -90,6 +91,8 @@ async function cluster(t: Teardown) {
     AUTH_RATE_LIMIT_PER_ADDRESS: '0',
     AUTH_RATE_LIMIT_PER_USER: '0',
     KEY_ENCRYPTION_KEY: KEK.toString('base64'),
+    // Nodes of one deployment share the pepper as they share the keys (else the second refuses to start).
+    SECRET_PEPPER: PEPPER,
     ...overrides,
   });
   const start = async (overrides: Record<string, string> = {}, eventBus?: EventBus, logger?: pino.Logger): Promise<Node> => {
