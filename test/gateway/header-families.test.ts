@@ -155,6 +155,20 @@ t.test('a system-scoped service token does not make the user request system-scop
   t.equal(received['x-service-roles'], 'service', 'the service token was validated and passed on');
   t.equal(received['x-project-id'], w.projectId, "the user's project scope");
   t.equal(received['openstack-system-scope'], undefined, "OpenStack-System-Scope is the user token's scope only");
+
+  // The other way round: a system-scoped user keeps its scope whatever the service token's.
+  const system = await login({ name: 'admin', domain: { id: 'default' } }, 'admin-secret', { system: { all: true } });
+  const before = w.upstream.received.length;
+  const response = await rawHeaderRequest(w.port, {
+    path: '/echo/v1/admin/x',
+    headers: [
+      ['X-Auth-Token', system.token],
+      ['X-Service-Token', w.member],
+    ],
+  });
+  t.equal(response.status, 200);
+  t.equal(w.upstream.received.length, before + 1);
+  t.match(w.upstream.received.at(-1)!.headers, { 'openstack-system-scope': 'all', 'x-service-project-id': w.projectId, 'x-service-roles': /member/ });
 });
 
 t.test('two X-Auth-Token lines (a member and an admin) are no token: 401, nothing reaches the service', async (t) => {
