@@ -18,7 +18,7 @@ import { Gateway } from './gateway/gateway.ts';
 import { UpstreamDirectory } from './gateway/upstreams.ts';
 import { clientAddressResolver } from './http/client-address.ts';
 import { handleFrameworkError } from './http/errors.ts';
-import { answerExpectationFailed, markExpectsContinue, registerExpectContinue } from './http/expect.ts';
+import { answerExpectationFailed, markExpectsContinue, onlyContinueExpected } from './http/expect.ts';
 import { MOUNT_PREFIX } from './http/links.ts';
 import type { GatewayPolicy } from './policy/gateway-policy.ts';
 import { PolicyReloader } from './policy/policy-reloader.ts';
@@ -152,7 +152,14 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     let gateway: Gateway | undefined;
     const server = Fastify({
       serverFactory: (identityHandler) => {
-        const dispatch = (request: http.IncomingMessage, response: http.ServerResponse, expectsContinue: boolean) => {
+        const dispatch = (request: http.IncomingMessage, response: http.ServerResponse, expectsContinue: boolean): void => {
+          if (response.socket === null) {
+            // Pipelined behind an answer not yet written: handled once its own answer can be. After
+            // an answer that closes the connection (a refused Expect: 100-continue whose client sent
+            // on regardless) it never is: nothing is done for an answer no one would receive.
+            response.once('socket', () => dispatch(request, response, expectsContinue));
+            return;
+          }
           if (draining) response.shouldKeepAlive = false;
           if (gateway && routeToGateway(request)) gateway.handle(request, response, expectsContinue);
           else {
@@ -165,8 +172,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
           (request, response) => dispatch(request, response, false),
         );
         // Expect: 100-continue is answered once the request is authenticated, not at once (src/http/expect.ts).
-        httpServer.on('checkContinue', (request: http.IncomingMessage, response: http.ServerResponse) => dispatch(request, response, true));
-        httpServer.on('checkExpectation', (_request: http.IncomingMessage, response: http.ServerResponse) => answerExpectationFailed(response));
+        httpServer.on('checkContinue', (request: http.IncomingMessage, response: http.ServerResponse) => {
+          if (onlyContinueExpected(request)) dispatch(request, response, true);
+          else answerExpectationFailed(request, response, log);
+        });
+        httpServer.on('checkExpectation', (request: http.IncomingMessage, response: http.ServerResponse) => answerExpectationFailed(request, response, log));
         // Node hands CONNECT to a 'connect' listener, and closes the socket silently without one.
         httpServer.on('connect', (_request, socket: Duplex) =>
           answerOnSocket(socket, 405, 'The method is not allowed for the requested URL.', 'Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n'),
@@ -188,7 +198,6 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       frameworkErrors: handleFrameworkError,
     }).withTypeProvider<TypeBoxTypeProvider>();
     server.setValidatorCompiler(TypeBoxValidatorCompiler);
-    registerExpectContinue(server);
 
     const log = server.log;
     // A partition's start and end: one line each (requests refused meanwhile log nothing of it).

@@ -40,9 +40,10 @@ export const FORGEABLE_HEADERS: ReadonlySet<string> = new Set([
 
 /**
  * Request headers a common framework or server behind us believes, by what they claim (README,
- * "Headers a service behind the gateway can believe"). A client may never send any of them to a
- * service: the gateway sets X-Forwarded-For/-Proto/-Host (-Port from a trusted proxy) itself and
- * drops every other one.
+ * "Headers a service behind the gateway can believe"): the names below, and every name starting
+ * with one of BELIEVED_HEADER_PREFIXES. A client may never send any of them to a service: the
+ * gateway sets X-Forwarded-For/-Proto/-Host (-Port from a trusted proxy) itself and drops every
+ * other one.
  */
 export const BELIEVED_HEADER_FAMILIES = {
   /** Who the caller is: keystonemiddleware's set, nova's noauth and Swift's tempauth, auth proxies. */
@@ -50,7 +51,7 @@ export const BELIEVED_HEADER_FAMILIES = {
     ...FORGEABLE_HEADERS,
     'x-auth-project-id',
     'x-auth-user',
-    'x-auth-key',
+    'x-storage-user',
     'remote-user',
     'x-remote-user',
     'x-remote-group',
@@ -62,19 +63,25 @@ export const BELIEVED_HEADER_FAMILIES = {
     'x-auth-request-email',
     'x-auth-request-groups',
     'x-auth-request-preferred-username',
+    'x-webauth-user',
   ],
+  /**
+   * Credentials the gateway did not verify: a service would authenticate from them (Basic auth,
+   * keystonemiddleware's oauth2 filters, Swift's tempauth, oauth2-proxy setups) as someone other
+   * than the X-Auth-Token user policy allowed. X-Auth-Token and X-Service-Token pass: validated.
+   */
+  credentials: ['authorization', 'x-auth-key', 'x-storage-pass', 'x-forwarded-access-token', 'x-auth-request-access-token'],
   /** A client certificate a TLS-terminating proxy verified: the gateway verifies none. */
   clientCertificate: [
+    'client-cert',
+    'client-cert-chain',
     'x-forwarded-client-cert',
     'x-client-cert',
-    'x-ssl-client-cert',
+    'x-ssl-cert',
     'ssl-client-cert',
     'x-client-verify',
-    'x-ssl-client-verify',
     'ssl-client-verify',
     'x-client-dn',
-    'x-ssl-client-dn',
-    'x-ssl-client-s-dn',
     'x-arr-clientcert',
   ],
   /** The client's address: only X-Forwarded-For, set from the socket (and TRUSTED_PROXIES). */
@@ -95,6 +102,9 @@ export const BELIEVED_HEADER_FAMILIES = {
     'x-envoy-external-address',
     'x-appengine-user-ip',
     'x-proxyuser-ip',
+    'x-originating-ip',
+    'x-remote-ip',
+    'x-remote-addr',
   ],
   /** The scheme, host and port the client used: only X-Forwarded-Proto/-Host (-Port), set by us. */
   schemeAndHost: [
@@ -110,6 +120,8 @@ export const BELIEVED_HEADER_FAMILIES = {
     'x-scheme',
     'x-original-host',
     'x-host',
+    'x-arr-ssl',
+    'cloudfront-forwarded-proto',
   ],
   /** Where the service is mounted or which path was asked for: policy decided on the path we send. */
   path: [
@@ -127,13 +139,20 @@ export const BELIEVED_HEADER_FAMILIES = {
   method: ['x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-method'],
 } as const satisfies Record<string, readonly string[]>;
 
-// Hop-by-hop headers (RFC 9110 §7.6.1) and ones this proxy sets itself.
+/** Whole families named by prefix: every header whose name starts with one is dropped. */
+export const BELIEVED_HEADER_PREFIXES = {
+  /** Kubernetes' authenticating proxy, AWS ALB OIDC, Google IAP, Azure App Service, Cloudflare Access. */
+  identity: ['x-remote-extra-', 'x-amzn-oidc-', 'x-goog-authenticated-user-', 'x-ms-client-principal', 'cf-access-'],
+  /** nginx/HAProxy's X-SSL-Client-* (Verify, DN, I-DN, Serial, Fingerprint, Escaped-Cert, …), AWS ALB mTLS. */
+  clientCertificate: ['x-ssl-client-', 'x-amzn-mtls-clientcert'],
+  /** Proxy-Authorization, Proxy-Connection, Proxy-Status, …: for a proxy, never for a service. */
+  hopByHop: ['proxy-'],
+} as const satisfies Record<string, readonly string[]>;
+
+// Hop-by-hop headers (RFC 9110 §7.6.1; Proxy-* by prefix above) and ones this proxy sets itself.
 const NOT_FORWARDED: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
-  'proxy-connection',
-  'proxy-authorization',
-  'proxy-authenticate',
   'te',
   'trailer',
   'upgrade',
@@ -148,19 +167,48 @@ export type HeaderMap = Record<string, string | string[]>;
 /** Every header name a client's request never passes on with, normalised: believed and hop-by-hop ones. */
 const DROPPED: ReadonlySet<string> = new Set([...Object.values(BELIEVED_HEADER_FAMILIES).flat(), ...NOT_FORWARDED].map(normalizedHeaderName));
 
+const DROPPED_PREFIXES: readonly string[] = Object.values(BELIEVED_HEADER_PREFIXES).flat();
+// One anchored pattern, tried only on names whose first letter begins a prefix (x, c, p).
+const DROPPED_PREFIX = new RegExp(`^(?:${DROPPED_PREFIXES.join('|')})`);
+const PREFIX_INITIALS: ReadonlySet<number> = new Set(DROPPED_PREFIXES.map((prefix) => prefix.charCodeAt(0)));
+
+/** `name` (lower case) is believed or hop-by-hop: a Set lookup, then a prefix check for x-, cf-, proxy- names. */
+function isDropped(name: string): boolean {
+  return DROPPED.has(name) || (PREFIX_INITIALS.has(name.charCodeAt(0)) && DROPPED_PREFIX.test(name));
+}
+
+/** Connection values that name no header (most clients send one of these): not parsed. */
+const PLAIN_CONNECTION: ReadonlySet<string> = new Set(['keep-alive', 'close', 'Keep-Alive', 'Close']);
+
 /**
- * The client's headers minus the believed and hop-by-hop ones, as a flat [name, value, …] list
- * (undici takes it as is; no object is built per request). A name with '_' is never forwarded, as
- * nginx and Apache do by default: a WSGI service would read X_ROLES as X-Roles. Node lower-cases
- * names, so what remains is in normalised form already: one Set lookup per header.
+ * The header names a Connection header lists, lower case (RFC 9110 §7.6.1: they are for us, hop by
+ * hop, not for the service); undefined when there are none.
+ */
+function connectionOptions(connection: string | string[] | undefined): ReadonlySet<string> | undefined {
+  if (connection === undefined || (typeof connection === 'string' && PLAIN_CONNECTION.has(connection))) return undefined;
+  const names = new Set<string>();
+  for (const option of String(connection).split(',')) {
+    const name = option.trim().toLowerCase();
+    if (name) names.add(name);
+  }
+  return names;
+}
+
+/**
+ * The client's headers minus the believed and hop-by-hop ones (those its Connection header names
+ * included), as a flat [name, value, …] list (undici takes it as is; no object is built per
+ * request). A name with '_' is never forwarded, as nginx and Apache do by default: a WSGI service
+ * would read X_ROLES as X-Roles. Node lower-cases names, so what remains is in normalised form
+ * already: one Set lookup per header in the common case.
  */
 export function forwardableHeaders(incoming: Record<string, string | string[] | undefined>): (string | string[])[] {
   const headers: (string | string[])[] = [];
+  const hopByHop = connectionOptions(incoming.connection);
   const names = Object.keys(incoming);
   for (let index = 0; index < names.length; index++) {
     const name = names[index]!;
     const value = incoming[name];
-    if (value === undefined || name.includes('_') || DROPPED.has(name)) continue;
+    if (value === undefined || name.includes('_') || isDropped(name) || hopByHop?.has(name)) continue;
     headers.push(name, value);
   }
   return headers;
@@ -211,7 +259,9 @@ function tokenHeaders(token: TokenContext, prefix: '' | 'service-'): HeaderMap {
       headers[`x-${prefix}domain-name`] = token.scope.domain.name;
       break;
     case 'system':
-      headers['openstack-system-scope'] = 'all';
+      // The user's scope only. (keystonemiddleware writes this one header from each token in turn, so
+      // a system-scoped service token would lift a project user's request to system scope.)
+      if (prefix === '') headers['openstack-system-scope'] = 'all';
       break;
     case 'unscoped':
       break;

@@ -5,6 +5,7 @@ import { NotFoundError, ServiceError, ValidationError } from '../errors.ts';
 import { registerAuditHooks } from './audit.ts';
 import type { App, IdentityApi } from './context.ts';
 import { handleError, NOT_JSON, sendError } from './errors.ts';
+import { awaitsContinue, continueIfExpected } from './expect.ts';
 import { deriveBaseUrl } from './links.ts';
 import { registerApplicationCredentialRoutes } from './routes/application-credentials.ts';
 import { registerAssignmentRoutes } from './routes/assignments.ts';
@@ -149,7 +150,12 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
     reply.header('Vary', 'X-Auth-Token');
     request.publicBase = deriveBaseUrl(request, api.config.publicUrl, api.config.publicUrlFixed);
     if (/%00/.test(request.url)) return sendError(request, reply, 400, NUL_IN_INPUT.message);
-    if (request.routeOptions.config.public || !request.routeOptions.url) return;
+    if (!request.routeOptions.url) {
+      // No such route: its 404/405 now, without 100 Continue; the body is never asked for.
+      if (awaitsContinue(request.raw, reply.raw)) return answerUnrouted(request, reply);
+      return;
+    }
+    if (request.routeOptions.config.public) return continueIfExpected(request.raw, reply.raw);
     const token = request.headers['x-auth-token'];
     if (typeof token !== 'string' || token.length === 0) return sendError(request, reply, 401, 'The request you have made requires authentication.');
     try {
@@ -160,6 +166,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
       if (error instanceof ServiceError && error.kind !== 'unavailable') return sendError(request, reply, 401, 'The request you have made requires authentication.');
       throw error;
     }
+    continueIfExpected(request.raw, reply.raw);
   });
 
   app.setErrorHandler(handleError);
@@ -179,7 +186,8 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
       routes.push({ method, url: route.url, public: route.config?.public === true });
     }
   });
-  app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
+  /** A request no route takes: 405 with Allow when the path has other methods, else 404. */
+  function answerUnrouted(request: FastifyRequest, reply: FastifyReply): FastifyReply {
     request.publicBase ??= deriveBaseUrl(request, api.config.publicUrl, api.config.publicUrlFixed);
     const path = request.url.split('?')[0]!;
     const allowed = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((method) => knownRoutes.find(method as 'GET', path));
@@ -188,7 +196,8 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
       return sendError(request, reply, 405, 'The method is not allowed for the requested URL.');
     }
     return handleError(new NotFoundError('The resource could not be found.'), request, reply);
-  });
+  }
+  app.setNotFoundHandler(answerUnrouted);
 
   registerDiscoveryRoutes(app);
   registerHealthRoutes(app, readiness);

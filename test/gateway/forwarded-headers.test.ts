@@ -1,6 +1,6 @@
 import t from 'tap';
 import { gatewayWorld } from '../helpers/gateway.ts';
-import { rawRequest } from '../helpers/upstream.ts';
+import { rawHeaderRequest, rawRequest } from '../helpers/upstream.ts';
 
 // X-Forwarded-For / -Proto / -Host as the upstream receives them. The test client's socket peer is
 // 127.0.0.1; TRUSTED_PROXIES decides whether it is one of our load balancers.
@@ -71,4 +71,43 @@ t.test('Forwarded, X-Real-Ip, X-Forwarded-Prefix and method overrides never reac
     t.equal(received.headers['x-forwarded-port'], trusted ? '8443' : undefined, 'X-Forwarded-Port only from a trusted proxy');
     t.equal(received.headers['x-forwarded-proto'], 'http');
   }
+});
+
+t.test('hop-by-hop: headers the client names in Connection, and every Proxy-* header, stop at the gateway', async (t) => {
+  const w = await gatewayWorld(t);
+  const response = await rawHeaderRequest(w.port, {
+    path: `/echo/v1/${w.projectId}/things`,
+    headers: [
+      ['X-Auth-Token', w.member],
+      // rawHeaderRequest sends 'Connection: close' too: the two lines are one list (RFC 9110 §5.3).
+      ['Connection', 'X-Hop-One , x-hop-two,,Keep-Alive'],
+      ['X-Hop-One', '1'],
+      ['x-hop-two', '2'],
+      ['X-Kept', '3'],
+      ['Proxy-Authorization', 'Basic Zm9vOmJhcg=='],
+      ['Proxy-Connection', 'keep-alive'],
+      ['Proxy-Status', 'forged'],
+      ['Proxy-Anything', 'forged'],
+    ],
+  });
+  t.equal(response.status, 200);
+  const received = w.upstream.received.at(-1)!.headers;
+  t.equal(received['x-kept'], '3', 'a header not named in Connection is forwarded');
+  for (const dropped of ['x-hop-one', 'x-hop-two', 'keep-alive', 'proxy-authorization', 'proxy-connection', 'proxy-status', 'proxy-anything']) {
+    t.equal(received[dropped], undefined, `${dropped} is not forwarded`);
+  }
+  // The token named in Connection is the client's own business: it still authenticates the request
+  // here, and the service behind does not receive it.
+  const before = w.upstream.received.length;
+  const named = await rawHeaderRequest(w.port, {
+    path: `/echo/v1/${w.projectId}/things`,
+    headers: [
+      ['X-Auth-Token', w.member],
+      ['Connection', 'x-auth-token'],
+    ],
+  });
+  t.equal(named.status, 200);
+  t.equal(w.upstream.received.length, before + 1);
+  t.equal(w.upstream.received.at(-1)!.headers['x-auth-token'], undefined);
+  t.equal(w.upstream.received.at(-1)!.headers['x-user-id'] !== undefined, true, 'identity headers are the gateway’s own, set all the same');
 });

@@ -139,3 +139,51 @@ t.test('behind a trusted proxy: its X-Forwarded-* are kept, every other spelling
   expected.splice(forwardedHostAt + 1, 0, ['x-forwarded-port', '8443']);
   t.same(believed, { status: 200, lines: expected }, 'the proxy’s chain extended, its scheme, host and port believed; nothing with "_"');
 });
+
+t.test('a system-scoped service token does not make the user request system-scoped', async (t) => {
+  const w = await gatewayWorld(t);
+  const { call, login } = w.testApp;
+  const serviceRole = (await call('POST', '/v3/roles', { role: { name: 'service' } })).json().role;
+  const serviceUser = (await call('POST', '/v3/users', { user: { name: 'gw-service', password: 'Pw-1' } })).json().user;
+  t.equal((await call('PUT', `/v3/system/users/${serviceUser.id}/roles/${serviceRole.id}`)).statusCode, 204);
+  const serviceToken = await login({ id: serviceUser.id }, 'Pw-1', { system: { all: true } });
+  t.equal(serviceToken.status, 201);
+
+  const { status, lines } = await upstreamLines(w, [['X-Service-Token', serviceToken.token]]);
+  t.equal(status, 200);
+  const received = Object.fromEntries(lines!);
+  t.equal(received['x-service-roles'], 'service', 'the service token was validated and passed on');
+  t.equal(received['x-project-id'], w.projectId, "the user's project scope");
+  t.equal(received['openstack-system-scope'], undefined, "OpenStack-System-Scope is the user token's scope only");
+
+  // The other way round: a system-scoped user keeps its scope whatever the service token's.
+  const system = await login({ name: 'admin', domain: { id: 'default' } }, 'admin-secret', { system: { all: true } });
+  const before = w.upstream.received.length;
+  const response = await rawHeaderRequest(w.port, {
+    path: '/echo/v1/admin/x',
+    headers: [
+      ['X-Auth-Token', system.token],
+      ['X-Service-Token', w.member],
+    ],
+  });
+  t.equal(response.status, 200);
+  t.equal(w.upstream.received.length, before + 1);
+  t.match(w.upstream.received.at(-1)!.headers, { 'openstack-system-scope': 'all', 'x-service-project-id': w.projectId, 'x-service-roles': /member/ });
+});
+
+t.test('two X-Auth-Token lines (a member and an admin) are no token: 401, nothing reaches the service', async (t) => {
+  const w = await gatewayWorld(t);
+  for (const tokens of [
+    [w.member, w.admin],
+    [w.admin, w.member],
+  ]) {
+    const response = await rawHeaderRequest(w.port, {
+      method: 'DELETE',
+      path: `/echo/v1/${w.projectId}/things`,
+      headers: tokens.map((token): [string, string] => ['X-Auth-Token', token]),
+    });
+    t.equal(response.status, 401);
+    t.equal(JSON.parse(response.body).error.code, 401);
+  }
+  t.equal(w.upstream.received.length, 0);
+});
