@@ -8,7 +8,7 @@ import { migrations } from '../../migrations/index.ts';
 import { allEntities } from './entities.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { DatabaseHealth } from './database-health.ts';
-import { DatabaseUnreachableError, databaseUnreachableReason } from './unavailable.ts';
+import { DatabaseUnreachableError, databaseUnreachableReason, isDatabaseBusy } from './unavailable.ts';
 
 export type { EntityManager } from '@mikro-orm/postgresql';
 
@@ -51,6 +51,17 @@ function dropSilentConnection(client: unknown, timeoutMs: number, paused: () => 
       stream.destroy(new Error(reason));
     }
   });
+}
+
+/**
+ * Session settings of every PostgreSQL connection. A statement waiting on a lock gets an error
+ * (55P03, a 503) well within the query timeout: a busy row is no silence, so no partition. And a
+ * session left idle inside a transaction (its node cut off mid-transaction) is ended by the server,
+ * releasing its locks for the other nodes.
+ */
+function sessionTimeouts(queryTimeoutMs: number): string {
+  const lockTimeoutMs = Math.max(1, Math.floor(queryTimeoutMs / 2));
+  return `-c lock_timeout=${lockTimeoutMs} -c idle_in_transaction_session_timeout=${2 * queryTimeoutMs}`;
 }
 
 /** The database behind every service: an ORM, a transaction helper and the embedded server if any. */
@@ -97,7 +108,13 @@ export class Store {
       },
       driverOptions: embedded
         ? {}
-        : { connection: { connectionTimeoutMillis: options.connectTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.connectTimeoutMs, keepAlive: true } },
+        : {
+            connection: {
+              connectionTimeoutMillis: options.connectTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.connectTimeoutMs,
+              keepAlive: true,
+              ...(queryTimeoutMs > 0 ? { options: sessionTimeouts(queryTimeoutMs) } : {}),
+            },
+          },
       migrations: {
         migrationsList: migrations,
         transactional: true,
@@ -217,8 +234,9 @@ function guardConnections(orm: MikroORM<PostgreSqlDriver>, health: DatabaseHealt
     if (!health.reachable && !migrating()) return Promise.reject(new DatabaseUnreachableError());
     return acquire().catch((error: unknown) => {
       // A full pool (KnexTimeoutError) is load, not a partition.
+      // Nor is a server that refuses more sessions (53300): it answered.
       const reason = databaseUnreachableReason(error);
-      if (reason && (error as { name?: unknown }).name !== 'KnexTimeoutError') health.markUnreachable(reason);
+      if (reason && (error as { name?: unknown }).name !== 'KnexTimeoutError' && !isDatabaseBusy(error)) health.markUnreachable(reason);
       throw error;
     });
   };

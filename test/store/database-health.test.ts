@@ -23,7 +23,14 @@ async function partitionable(t: Test) {
     await relay.close();
     await database.drop();
   });
-  return { store, relay, changes };
+  return { store, relay, changes, databaseUrl: database.url! };
+}
+
+/** Another node's store on the same database, reached directly (not through the relay). */
+async function directStore(t: Test, databaseUrl: string): Promise<Store> {
+  const store = await Store.open({ databaseUrl, connectTimeoutMs: TIMEOUT_MS, queryTimeoutMs: TIMEOUT_MS, acquireTimeoutMs: 2000 });
+  t.teardown(() => store.close());
+  return store;
 }
 
 async function timed(work: () => Promise<unknown>): Promise<{ error: unknown; ms: number }> {
@@ -78,4 +85,74 @@ t.test('an idle store notices through its probe', async (t) => {
   t.ok(await eventually(() => !store.health.reachable, 1000 + TIMEOUT_MS + 1000, 20), 'within one interval and the probe timeout');
   relay.restore();
   t.ok(await eventually(() => store.health.reachable, 3000, 20));
+});
+
+t.test('a statement waiting on a lock fails (a 503) within the query timeout: a busy row is no partition', async (t) => {
+  const { store, databaseUrl } = await partitionable(t);
+  const other = await directStore(t, databaseUrl);
+  await other.reader().getConnection().execute('create table held (id int)');
+  let release!: () => void;
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const holding = other.transaction(async (em) => {
+    await em.getConnection().execute('lock table held in access exclusive mode', [], 'run', em.getTransactionContext());
+    locked();
+    await new Promise<void>((resolve) => (release = resolve));
+  });
+  await isLocked;
+  const waited = await timed(() => store.reader().getConnection().execute('select * from held'));
+  release();
+  await holding;
+  t.match(waited.error, { code: '55P03' }, 'lock_timeout: the server says so');
+  t.ok(waited.ms < TIMEOUT_MS, `before the query timeout: ${waited.ms} ms`);
+  t.match(databaseUnavailable(waited.error), { kind: 'unavailable', retryAfterSeconds: 1 }, 'a 503 with Retry-After');
+  t.equal(store.health.partitions, 0, 'the database was never marked unreachable');
+});
+
+t.test('a node cut off inside a transaction does not hold its locks for long', async (t) => {
+  const { store, relay, databaseUrl } = await partitionable(t);
+  const other = await directStore(t, databaseUrl);
+  await other.reader().getConnection().execute('create table held (id int)');
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const cutOff = store.transaction(async (em) => {
+    await em.getConnection().execute('lock table held in access exclusive mode', [], 'run', em.getTransactionContext());
+    relay.cut('blackhole');
+    locked();
+    // Still inside the transaction when the partition begins: the server sees an idle session.
+    await em.getConnection().execute('select 1', [], 'run', em.getTransactionContext());
+  });
+  cutOff.catch(() => {});
+  await isLocked;
+  const freed = await eventually(async () => {
+    try {
+      await other.reader().getConnection().execute('select * from held');
+      return true;
+    } catch {
+      return false;
+    }
+  }, 5000, 50);
+  t.ok(freed, 'the server ended the idle transaction: the lock is free for the other nodes');
+  await t.rejects(cutOff, 'the cut-off transaction did not commit');
+});
+
+t.test('too many connections (53300) is a 503, not a partition', async (t) => {
+  const { databaseUrl } = await partitionable(t);
+  const admin = await directStore(t, databaseUrl);
+  const role = `kg_limited_${process.pid}`;
+  // One session allowed: the transaction below holds it, so the query inside it needs a second one.
+  await admin.reader().getConnection().execute(`create role ${role} login connection limit 1`);
+  t.teardown(() => admin.reader().getConnection().execute(`drop role if exists ${role}`));
+  const url = new URL(databaseUrl);
+  url.username = role;
+  url.password = '';
+  const store = await Store.open({ databaseUrl: url.toString(), connectTimeoutMs: TIMEOUT_MS, queryTimeoutMs: TIMEOUT_MS, acquireTimeoutMs: 2000 });
+  store.watchHealth();
+  t.teardown(() => store.close());
+  const refused = await timed(() => store.transaction(() => store.ping()));
+  t.match(refused.error, { code: '53300' });
+  t.match(databaseUnavailable(refused.error), { kind: 'unavailable', retryAfterSeconds: 1 }, 'a 503 with Retry-After');
+  t.equal(store.health.reachable, true, 'not marked unreachable by the query');
+  await store.health.runProbe();
+  t.equal(store.health.reachable, true, 'nor by the probe (the server answered)');
 });
