@@ -271,11 +271,11 @@ for (const withRedis of [true, false]) {
       t.equal((await requests['validation ?nocatalog']!()).status, 503);
     }
 
-    // The partition heals: ready again within one probe interval, everything served without a restart.
+    // The partition heals: ready again within two probe intervals (1 s each), everything served without a restart.
     world.postgres.restore();
     const healedAt = Date.now();
     t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 200, 5000, 20), 'ready again');
-    t.ok(Date.now() - healedAt < 1000 + QUERY_TIMEOUT_MS, `ready ${Date.now() - healedAt} ms after the partition ended`);
+    t.ok(Date.now() - healedAt < 2 * 1000, `ready ${Date.now() - healedAt} ms after the partition ended`);
     t.ok(await eventually(async () => (await requests.gateway!()).status === 200, 10_000), 'the gateway forwards again');
     t.ok(world.upstreamReceived() > receivedBefore);
     t.equal((await send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'after' } } })).status, 201, 'writes work again');
@@ -291,12 +291,12 @@ for (const withRedis of [true, false]) {
     t.equal(back.length, 1, 'one when it ended');
     t.equal(world.logs.filter((line) => line.msg === 'database unreachable: answered 503').length, 0, 'no line per refused request');
 
-    // With no request to find out, the probe does: not ready within its interval and timeout.
+    // With no request to find out, the probe does: not ready within two probe intervals (the probe gives up after one).
     world.postgres.cut('blackhole');
     const idleCutAt = Date.now();
     t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 503, 10_000, 20), 'an idle node notices the partition');
     const noticedMs = Date.now() - idleCutAt;
-    t.ok(noticedMs < 1000 + QUERY_TIMEOUT_MS + 1000, `not ready ${noticedMs} ms after the partition began (probe every 1000 ms, timeout ${QUERY_TIMEOUT_MS} ms)`);
+    t.ok(noticedMs < 2 * 1000 + 1000, `not ready ${noticedMs} ms after the partition began (probe every 1000 ms, giving up after as long)`);
     world.postgres.restore();
     t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 200, 5000, 20), 'and ready again after it');
     t.equal(await metric(url, 'keystone_gateway_database_partitions_total'), 2, 'metric: two partitions');

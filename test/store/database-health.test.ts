@@ -9,11 +9,11 @@ import { startTcpRelay } from '../helpers/tcp-relay.ts';
 const SERVER = process.env.TEST_DATABASE_URL || LOCAL_POSTGRES;
 const TIMEOUT_MS = 500;
 
-async function partitionable(t: Test) {
+async function partitionable(t: Test, timeoutMs = TIMEOUT_MS) {
   const database = await createTestDatabase(SERVER);
   const server = new URL(SERVER);
   const relay = await startTcpRelay(server.hostname, Number(server.port || 5432));
-  const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), connectTimeoutMs: TIMEOUT_MS, queryTimeoutMs: TIMEOUT_MS, acquireTimeoutMs: 2000 });
+  const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), connectTimeoutMs: timeoutMs, queryTimeoutMs: timeoutMs, acquireTimeoutMs: 2000 });
   store.watchHealth();
   const changes: boolean[] = [];
   store.health.onChange((reachable) => changes.push(reachable));
@@ -155,4 +155,21 @@ t.test('too many connections (53300) is a 503, not a partition', async (t) => {
   t.equal(store.health.reachable, true, 'not marked unreachable by the query');
   await store.health.runProbe();
   t.equal(store.health.reachable, true, 'nor by the probe (the server answered)');
+});
+
+t.test('the probe waits no longer than its interval (1 s), whatever the query and connect timeouts', async (t) => {
+  const { store, relay } = await partitionable(t, 4000);
+  await store.ping();
+  relay.cut('blackhole');
+  const cutAt = Date.now();
+  t.ok(await eventually(() => !store.health.reachable, 10_000, 20));
+  const noticedMs = Date.now() - cutAt;
+  t.ok(noticedMs < 2 * 1000 + 1000, `an idle store is not ready ${noticedMs} ms into the partition: within two intervals, not the 4 s query timeout`);
+  // Let a probe start on the dead path, then end the partition.
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  relay.restore();
+  const healedAt = Date.now();
+  t.ok(await eventually(() => store.health.reachable, 10_000, 20));
+  const backMs = Date.now() - healedAt;
+  t.ok(backMs < 2 * 1000 + 1000, `reachable ${backMs} ms after the partition ended: within two intervals, not the 4 s connect timeout`);
 });
