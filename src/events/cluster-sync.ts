@@ -45,6 +45,8 @@ export class ClusterSync {
    * database is unreachable: how long cached validations have gone unconfirmed.
    */
   private lastHeardAt = 0;
+  /** Whether Redis was lost at some point of the current (or last) partition of the database. */
+  private busLostDuringPartition = false;
 
   constructor(
     private readonly store: Store,
@@ -69,9 +71,19 @@ export class ClusterSync {
     this.store.health.onChange((reachable) => {
       if (!reachable) {
         this.lastHeardAt = this.clock.now();
+        this.busLostDuringPartition = !this.bus.connected;
+        // A read of announced (not carried) events was under way: it cannot finish now.
+        if (this.uncarriedRead) this.behind = true;
         return;
       }
-      // Back: what changed meanwhile (here through Redis, or unseen) is read again, as after an outage of Redis.
+      // Back. Redis up all along and nothing missed: every change made meanwhile already moved the
+      // generation, so caches are kept (emptying them all at once would send every request to the
+      // database just back); only revocation events are read again, in case one was never announced.
+      if (!this.behind && this.bus.linksNodes && this.bus.connected && !this.busLostDuringPartition) {
+        this.refresh(true, false, false);
+        return;
+      }
+      // Otherwise what changed meanwhile is read again, as after an outage of Redis.
       this.refresh(true);
     });
     this.bus.subscribe({
@@ -82,9 +94,13 @@ export class ClusterSync {
         }
         const carried = message.type === 'revoked' && message.events !== undefined ? parseRevocationEvents(message.events) : undefined;
         if (carried) this.revocations.apply(carried);
+        // A revocation this node cannot read (an older node's message, or too many events to carry):
+        // behind at once, not only when the read fails.
+        if (message.type === 'revoked' && !carried && !this.store.health.reachable) this.behind = true;
         this.refresh(message.type === 'revoked', carried !== undefined);
       },
       reconnected: () => {
+        if (!this.store.health.reachable) this.busLostDuringPartition = true;
         this.refresh(true);
         // A rotation announced while we were away: the key generation says whether one happened.
         this.notifyKeyListeners();
@@ -173,7 +189,7 @@ export class ClusterSync {
    * for anything (no revocation read under way, the bus up, not behind).
    */
   get cachesReady(): boolean {
-    if (!this.store.health.reachable) return this.lastKnownTrusted();
+    if (!this.store.health.reachable) return this.revocationRead === undefined && this.lastKnownTrusted();
     return this.revocationRead === undefined && this.bus.connected && !this.behind;
   }
 
@@ -185,6 +201,8 @@ export class ClusterSync {
    */
   async prepareValidation(): Promise<boolean> {
     if (!this.store.health.reachable) {
+      // A read begun before the partition was known ends with its timeout (then behind, unless carried).
+      if (this.revocationRead) await this.revocationRead;
       if (this.lastKnownTrusted()) return true;
       // Behind on revocations (fails at once while unreachable), or unconfirmed for too long.
       if (this.behind) await this.revocations.catchUp();
@@ -208,12 +226,12 @@ export class ClusterSync {
    * and the read fails, this node is behind until a validation's own catch-up succeeds (unless the
    * message carried its events, already indexed).
    */
-  private refresh(revoked: boolean, carried = false): void {
-    this.generation++;
+  private refresh(revoked: boolean, carried = false, flush = true): void {
+    if (flush) this.generation++;
     const read = this.revocations.catchUp().then(
       () => {
         // Events indexed after the first bump: drop anything cached in between as well.
-        this.generation++;
+        if (flush) this.generation++;
       },
       (error: unknown) => {
         // Validations catch up themselves (and fail while the database is down) until one succeeds.
@@ -225,11 +243,15 @@ export class ClusterSync {
     );
     if (!revoked) return;
     this.revocationRead = read;
+    if (!carried) this.uncarriedRead = read;
     void read.finally(() => {
       if (this.revocationRead === read) this.revocationRead = undefined;
+      if (this.uncarriedRead === read) this.uncarriedRead = undefined;
     });
   }
 
   /** The read of the events another node announced, while under way (it never rejects). */
   private revocationRead: Promise<void> | undefined;
+  /** The same, when the events were not carried by the message (only the database has them). */
+  private uncarriedRead: Promise<void> | undefined;
 }

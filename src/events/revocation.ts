@@ -52,6 +52,9 @@ function filingKey(event: RevocationEvent): string {
 
 const CATCH_UP_OVERLAP_MS = 60_000;
 
+/** How far ahead of this node's clock a carried event's revoked_at may be (clocks of nodes differ a little). */
+const CARRIED_CLOCK_SKEW_MS = 60_000;
+
 function wholeSeconds(milliseconds: number): number {
   return Math.floor(milliseconds / 1000) * 1000;
 }
@@ -63,9 +66,16 @@ function wholeSeconds(milliseconds: number): number {
  */
 export class Revocations {
   private readonly filed = new Map<string, RevocationEvent[]>();
+  /** Ids of the events indexed from the database (read, or recorded here). */
   private readonly known = new Set<number>();
-  /** revoked_at of the newest event seen, for catching up. */
-  private newestRevokedAt = 0;
+  /** Ids of the events indexed as other nodes' messages carried them (not yet read from the database). */
+  private readonly carried = new Set<number>();
+  /**
+   * revoked_at of the newest event read from the database, where catching up starts. Only load()
+   * and catchUp() move it: an event applied from a message says nothing of older events this node
+   * has not read (another node may have written one unannounced while cut off from Redis).
+   */
+  private readFromDatabaseUpTo = 0;
   /** Bumped whenever the index changes: a token found unrevoked at the current version still is. */
   private version = 0;
   /**
@@ -83,8 +93,9 @@ export class Revocations {
     const rows = await this.store.reader().find(RevocationEventEntity, {}, { orderBy: { id: 'asc' } });
     this.filed.clear();
     this.known.clear();
+    this.carried.clear();
     this.version++;
-    for (const row of rows) this.index(fromRow(row));
+    for (const row of rows) this.indexRead(fromRow(row));
   }
 
   /**
@@ -92,13 +103,11 @@ export class Revocations {
    * the newest event seen, because a transaction that took an earlier id may commit later.
    */
   async catchUp(): Promise<number> {
-    const since = new Date(Math.max(0, this.newestRevokedAt - CATCH_UP_OVERLAP_MS));
+    const since = new Date(Math.max(0, this.readFromDatabaseUpTo - CATCH_UP_OVERLAP_MS));
     const rows = await this.store.reader().find(RevocationEventEntity, { revokedAt: { $gte: since } }, { orderBy: { id: 'asc' } });
     let added = 0;
     for (const row of rows) {
-      if (this.known.has(row.id)) continue;
-      this.index(fromRow(row));
-      added++;
+      if (this.indexRead(fromRow(row))) added++;
     }
     return added;
   }
@@ -130,7 +139,17 @@ export class Revocations {
    * database still applies revocations to what it serves from its caches.
    */
   apply(events: readonly RevocationEvent[]): void {
-    for (const event of events) this.index(event);
+    // Anyone who can publish on the channel can send these: they may only add revocations. Their ids
+    // are kept apart (the database's event of that id is still read), and a revoked_at far ahead is
+    // brought back to now (it moves nothing, but is never kept as a date in the future).
+    const latest = this.clock.now() + CARRIED_CLOCK_SKEW_MS;
+    for (const event of events) {
+      if (event.id !== undefined) {
+        if (this.known.has(event.id) || this.carried.has(event.id)) continue;
+        this.carried.add(event.id);
+      }
+      this.index({ ...event, revokedAt: Math.min(event.revokedAt, latest) });
+    }
   }
 
   /** Writes an event in the given transaction; issued_before and revoked_at default to now. */
@@ -155,6 +174,8 @@ export class Revocations {
     event.id = row.id;
     this.recordedIn.set(em, row.id);
     this.recordedEventsOf(em).push(event);
+    // Not a read: the transaction may still roll back, and events written elsewhere meanwhile are unread.
+    this.known.add(row.id);
     this.index(event);
     return event;
   }
@@ -186,12 +207,17 @@ export class Revocations {
     return rows.map(fromRow);
   }
 
+  /** Indexes an event read from the database (unless known) and moves the catch-up start; whether it was new. */
+  private indexRead(event: RevocationEvent): boolean {
+    // A row dated ahead (a node whose clock runs fast) must not put later catch-ups past what others write.
+    this.readFromDatabaseUpTo = Math.max(this.readFromDatabaseUpTo, Math.min(event.revokedAt, this.clock.now() + CARRIED_CLOCK_SKEW_MS));
+    if (this.known.has(event.id!)) return false;
+    this.known.add(event.id!);
+    this.index(event);
+    return true;
+  }
+
   private index(event: RevocationEvent): void {
-    if (event.id !== undefined) {
-      if (this.known.has(event.id)) return;
-      this.known.add(event.id);
-    }
-    this.newestRevokedAt = Math.max(this.newestRevokedAt, event.revokedAt);
     this.version++;
     const key = filingKey(event);
     const events = this.filed.get(key);

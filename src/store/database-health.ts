@@ -1,4 +1,4 @@
-import { databaseUnreachableReason } from './unavailable.ts';
+import { databaseUnreachableReason, isDatabaseBusy } from './unavailable.ts';
 
 export interface DatabaseHealthOptions {
   /** How often the probe runs (e.g. min(query timeout, 1 s)). */
@@ -67,7 +67,12 @@ export class DatabaseHealth {
     if (this.probing) return;
     this.probing = true;
     try {
-      await this.probe();
+      try {
+        await this.probe();
+      } catch (error) {
+        // The server answered (e.g. too many connections): reachable.
+        if (!isDatabaseBusy(error)) throw error;
+      }
       if (!this.reachable) {
         this.reachable = true;
         this.notify(true, this.lastReason, performance.now() - this.unreachableSince);

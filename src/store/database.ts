@@ -8,7 +8,7 @@ import { migrations } from '../../migrations/index.ts';
 import { allEntities } from './entities.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { DatabaseHealth } from './database-health.ts';
-import { DatabaseUnreachableError, databaseUnreachableReason } from './unavailable.ts';
+import { DatabaseUnreachableError, databaseUnreachableReason, isDatabaseBusy } from './unavailable.ts';
 
 export type { EntityManager } from '@mikro-orm/postgresql';
 
@@ -51,6 +51,17 @@ function dropSilentConnection(client: unknown, timeoutMs: number, paused: () => 
       stream.destroy(new Error(reason));
     }
   });
+}
+
+/**
+ * Session settings of every PostgreSQL connection. A statement waiting on a lock gets an error
+ * (55P03, a 503) well within the query timeout: a busy row is no silence, so no partition. And a
+ * session left idle inside a transaction (its node cut off mid-transaction) is ended by the server,
+ * releasing its locks for the other nodes.
+ */
+function sessionTimeouts(queryTimeoutMs: number): string {
+  const lockTimeoutMs = Math.max(1, Math.floor(queryTimeoutMs / 2));
+  return `-c lock_timeout=${lockTimeoutMs} -c idle_in_transaction_session_timeout=${2 * queryTimeoutMs}`;
 }
 
 /** The database behind every service: an ORM, a transaction helper and the embedded server if any. */
@@ -97,7 +108,13 @@ export class Store {
       },
       driverOptions: embedded
         ? {}
-        : { connection: { connectionTimeoutMillis: options.connectTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.connectTimeoutMs, keepAlive: true } },
+        : {
+            connection: {
+              connectionTimeoutMillis: options.connectTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.connectTimeoutMs,
+              keepAlive: true,
+              ...(queryTimeoutMs > 0 ? { options: sessionTimeouts(queryTimeoutMs) } : {}),
+            },
+          },
       migrations: {
         migrationsList: migrations,
         transactional: true,
@@ -118,10 +135,12 @@ export class Store {
       await embedded?.close();
       throw error;
     }
-    // The probe answers within the query timeout (its default when that is off) and runs at least every second.
-    const probeTimeoutMs = queryTimeoutMs > 0 ? queryTimeoutMs : DATABASE_TIMEOUT_DEFAULTS.queryTimeoutMs;
-    const probe = new DatabaseProbe(orm, probeTimeoutMs);
-    health = new DatabaseHealth(() => probe.run(), { probeIntervalMs: Math.min(probeTimeoutMs, 1000) });
+    // The probe runs at least every second (every query timeout when shorter) and must connect and
+    // answer within that interval: an idle node is not ready at most two intervals into a
+    // partition, and ready again at most two intervals after it (no probe waits out a dead connection).
+    const probeIntervalMs = Math.min(queryTimeoutMs > 0 ? queryTimeoutMs : DATABASE_TIMEOUT_DEFAULTS.queryTimeoutMs, 1000);
+    const probe = new DatabaseProbe(orm, probeIntervalMs);
+    health = new DatabaseHealth(() => probe.run(), { probeIntervalMs });
     if (!embedded) guardConnections(orm, health, () => slowQueries.allowed);
     return new Store(orm, embedded, embedded ? 'pglite' : 'postgresql', slowQueries, health, probe);
   }
@@ -217,8 +236,9 @@ function guardConnections(orm: MikroORM<PostgreSqlDriver>, health: DatabaseHealt
     if (!health.reachable && !migrating()) return Promise.reject(new DatabaseUnreachableError());
     return acquire().catch((error: unknown) => {
       // A full pool (KnexTimeoutError) is load, not a partition.
+      // Nor is a server that refuses more sessions (53300): it answered.
       const reason = databaseUnreachableReason(error);
-      if (reason && (error as { name?: unknown }).name !== 'KnexTimeoutError') health.markUnreachable(reason);
+      if (reason && (error as { name?: unknown }).name !== 'KnexTimeoutError' && !isDatabaseBusy(error)) health.markUnreachable(reason);
       throw error;
     });
   };
@@ -226,8 +246,8 @@ function guardConnections(orm: MikroORM<PostgreSqlDriver>, health: DatabaseHealt
 
 /**
  * The health probe: `select 1` on a connection of its own (outside the pool, which may be full of
- * queries waiting out a partition), opened within the connect timeout and answered within the query
- * timeout, else dropped (the next run opens a new one).
+ * queries waiting out a partition), opened and answered within the probe interval, else dropped
+ * (the next run opens a new one).
  */
 class DatabaseProbe {
   private connection: PgConnection | undefined;
@@ -241,25 +261,35 @@ class DatabaseProbe {
   async run(): Promise<void> {
     if (this.closed) return;
     let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        // After the I/O of this loop turn: an answer that arrived while the process was busy counts.
+        setImmediate(() => {
+          timedOut = true;
+          reject(new Error(`database read timeout: no answer from PostgreSQL in ${this.timeoutMs} ms`));
+        });
+      }, this.timeoutMs);
+    });
+    deadline.catch(() => {});
     try {
       if (!this.connection) {
         const client = this.orm.em.getConnection().getKnex().client as KnexClient;
-        const connection = await client.acquireRawConnection();
-        connection.on('error', () => {});
-        if (this.closed) {
-          drop(connection);
-          return;
-        }
-        this.connection = connection;
+        const opening = client.acquireRawConnection().then((connection) => {
+          connection.on('error', () => {});
+          // Too late (or closed meanwhile): the next run opens its own.
+          if (this.closed || timedOut) {
+            drop(connection);
+            throw new Error('probe connection opened too late');
+          }
+          return connection;
+        });
+        opening.catch(() => {});
+        this.connection = await Promise.race([opening, deadline]);
       }
       const answered = this.connection.query('select 1');
       answered.catch(() => {});
-      await Promise.race([
-        answered,
-        new Promise<never>((_resolve, reject) => {
-          timer = setTimeout(() => reject(new Error(`database read timeout: no answer from PostgreSQL in ${this.timeoutMs} ms`)), this.timeoutMs);
-        }),
-      ]);
+      await Promise.race([answered, deadline]);
     } catch (error) {
       if (this.connection) drop(this.connection);
       this.connection = undefined;

@@ -4,8 +4,12 @@ import { UnavailableError } from '../errors.ts';
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 
 // SQLSTATEs of a server that is going away or refusing sessions: class 08 (connection exception),
-// admin/crash shutdown, "the database system is starting up", too many connections.
-const UNAVAILABLE_SQL_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+// admin/crash shutdown, "the database system is starting up".
+const UNAVAILABLE_SQL_STATES = new Set(['57P01', '57P02', '57P03']);
+
+// SQLSTATEs of a server that answers but is busy: too many connections, a lock not granted within
+// lock_timeout. A 503 too, but the database is reachable: queries keep being sent.
+const BUSY_SQL_STATES = new Set(['53300', '55P03']);
 
 // What pg throws without a code when a connection ends or times out (ours: a silent connection
 // dropped by the store). knex prefixes the failed statement, with its values, and ' - ': only the
@@ -51,7 +55,7 @@ export function databaseUnreachableReason(error: unknown): string | undefined {
     if (typeof code === 'string' && code !== '') {
       // A code decides: a SQLSTATE the server sent about the statement is not an outage.
       if (code === DATABASE_UNREACHABLE_CODE) return 'database unreachable (waiting for the probe)';
-      if (NETWORK_CODES.has(code) || code.startsWith('08') || UNAVAILABLE_SQL_STATES.has(code)) return code;
+      if (NETWORK_CODES.has(code) || code.startsWith('08') || UNAVAILABLE_SQL_STATES.has(code) || BUSY_SQL_STATES.has(code)) return code;
       continue;
     }
     if (name === 'KnexTimeoutError') return 'no free database connection in time';
@@ -68,6 +72,15 @@ export function databaseUnreachableReason(error: unknown): string | undefined {
 export function isDatabaseKnownUnreachable(error: unknown): boolean {
   for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
     if ((current as { code?: unknown }).code === DATABASE_UNREACHABLE_CODE) return true;
+  }
+  return false;
+}
+
+/** Whether the server answered `error` and is only busy (too many connections, a lock wait): no partition. */
+export function isDatabaseBusy(error: unknown): boolean {
+  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && code !== '') return BUSY_SQL_STATES.has(code);
   }
   return false;
 }

@@ -321,8 +321,8 @@ export class TokenService {
   }
 
   /** A cached validation that still holds: not expired, not revoked since. */
-  private stillGood(hit: { context: TokenContext; revocable: RevocableToken }): boolean {
-    return this.clock.now() < hit.context.expiresAt && !this.revocations.isRevoked(hit.revocable);
+  private stillGood(hit: { context: TokenContext; revocable: RevocableToken }, expiredWindowMs = 0): boolean {
+    return this.clock.now() < hit.context.expiresAt + expiredWindowMs && !this.revocations.isRevoked(hit.revocable);
   }
 
   /**
@@ -332,12 +332,15 @@ export class TokenService {
    */
   async validate(token: string, options: ValidateOptions = {}): Promise<TokenContext> {
     const generation = this.sync.generation;
-    const cacheable = (await this.sync.prepareValidation()) && !options.allowExpired;
+    // The cached context is the same whether expiry is allowed (a privileged service token): only
+    // the expiry check differs, so such validations use the cache, and last known answers, as well.
+    const cacheable = await this.sync.prepareValidation();
+    const expiredWindowMs = options.allowExpired ? ALLOW_EXPIRED_WINDOW_MS : 0;
     const stats = this.validationStats;
     if (cacheable) {
       const hit = this.cache.get(token);
       if (hit) {
-        if (this.stillGood(hit)) {
+        if (this.stillGood(hit, expiredWindowMs)) {
           stats.valid++;
           stats.cacheHits++;
           return hit.context;
@@ -361,7 +364,7 @@ export class TokenService {
       // the index here; `cacheable` says the index is not behind other nodes).
       if (cacheable && isDatabaseUnreachable(error)) {
         const known = this.cache.lastKnown(token);
-        if (known && this.clock.now() < known.context.expiresAt && !this.revocations.isRevoked(known.revocable)) {
+        if (known && this.stillGood(known, expiredWindowMs)) {
           stats.valid++;
           return known.context;
         }

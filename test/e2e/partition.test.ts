@@ -35,6 +35,8 @@ interface Partitioned {
   member: string;
   /** A second token of the member, cached like the first (one variant revokes it). */
   spare: string;
+  /** A token with the service role: as X-Service-Token it lets the user token be expired (allow_expired). */
+  serviceToken: string;
   upstreamReceived(): number;
   logs: LogLine[];
   directUrl: string;
@@ -101,31 +103,53 @@ async function partitionedWorld(t: Test, withRedis: boolean): Promise<Partitione
   await api('PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${memberRole}`);
   const member = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
   const spare = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
+  const serviceRole = (await api('POST', '/v3/roles', { role: { name: 'service' } })).json().role;
+  const nova = (await api('POST', '/v3/users', { user: { name: 'partitioned-nova', password: 'Pw-1' } })).json().user;
+  await api('PUT', `/v3/projects/${project.id}/users/${nova.id}/roles/${serviceRole.id}`);
+  const serviceToken = (await login({ id: nova.id }, 'Pw-1', { project: { id: project.id } })).token;
   await app.server.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.server.address();
   const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-  return { testApp, url, postgres, redis, projectId: project.id, member, spare, upstreamReceived: () => upstream.received.length, logs, directUrl };
+  return { testApp, url, postgres, redis, projectId: project.id, member, spare, serviceToken, upstreamReceived: () => upstream.received.length, logs, directUrl };
 }
 
-/** The requests a partition must not slow down: the gateway, and /v3 validation with and without the catalog. */
+/** A gateway request with X-Service-Token (call() sends no such header). */
+async function withServiceToken(url: string, token: string, serviceToken: string): Promise<Answer> {
+  const started = Date.now();
+  const response = await fetch(url, { headers: { 'x-auth-token': token, 'x-service-token': serviceToken }, signal: AbortSignal.timeout(20_000) });
+  const text = await response.text();
+  return { status: response.status, token: '', body: text ? JSON.parse(text) : undefined, ms: Date.now() - started };
+}
+
+/** The requests a partition must not slow down: the gateway (also with a service token), and /v3 validation with and without the catalog. */
 function cachedRequests(world: Partitioned): Record<string, () => Promise<Answer>> {
   const { url, member, projectId, testApp } = world;
   return {
     gateway: () => call(`${url}/echo/v1/${projectId}/things`, { token: member }),
+    'gateway with a service token': () => withServiceToken(`${url}/echo/v1/${projectId}/things`, member, world.serviceToken),
     'validation with catalog': () => call(`${url}/v3/auth/tokens`, { token: testApp.adminToken, subject: member }),
     'validation ?nocatalog': () => call(`${url}/v3/auth/tokens?nocatalog`, { token: testApp.adminToken, subject: member }),
   };
 }
 
-/** Each request `times` times: every answer, and the slowest by name. */
-async function measure(requests: Record<string, () => Promise<Answer>>, times: number): Promise<Record<string, { answers: Answer[]; slowest: number }>> {
-  const result: Record<string, { answers: Answer[]; slowest: number }> = {};
+/**
+ * Each request `times` times: every answer, and by name the time of all but the slowest (one
+ * outlier allowed: on a busy machine any single request may wait for the CPU).
+ */
+async function measure(requests: Record<string, () => Promise<{ ms: number }>>, times: number): Promise<Record<string, { answers: Answer[]; typical: number }>> {
+  const result: Record<string, { answers: Answer[]; typical: number }> = {};
   for (const [name, send] of Object.entries(requests)) {
     const answers: Answer[] = [];
-    for (let index = 0; index < times; index++) answers.push(await send());
-    result[name] = { answers, slowest: Math.max(...answers.map((answer) => answer.ms)) };
+    for (let index = 0; index < times; index++) answers.push((await send()) as Answer);
+    const sorted = answers.map((answer) => answer.ms).sort((a, b) => a - b);
+    result[name] = { answers, typical: sorted[sorted.length - 2] ?? sorted[0]! };
   }
   return result;
+}
+
+/** Cache speed: under 100 ms, or within twice the same requests' time before the partition when the machine is slower than that. */
+function cacheSpeed(before: number): number {
+  return Math.max(100, 2 * before);
 }
 
 /** A request with its headers (Retry-After). */
@@ -159,6 +183,12 @@ for (const withRedis of [true, false]) {
     t.equal((await call(`${url}/echo/v1/${world.projectId}/things`, { token: world.spare })).status, 200, 'the spare token is cached too');
     const before = await measure(requests, 5);
     for (const [name, { answers }] of Object.entries(before)) t.same(answers.map((answer) => answer.status), [200, 200, 200, 200, 200], `${name}: 200 before`);
+    // What needs the database, before the partition: the baseline of the 503s during it.
+    const databaseRequests = {
+      write: () => send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: `before-${Math.random()}` } } }),
+      read: () => send(`${url}/v3/projects`, { method: 'GET', token: admin }),
+    };
+    const databaseBefore = await measure(databaseRequests, 5);
     t.equal((await call(`${url}/readyz`)).status, 200, 'ready before');
     t.equal(await metric(url, 'keystone_gateway_database_reachable'), 1);
 
@@ -178,24 +208,28 @@ for (const withRedis of [true, false]) {
 
     // Known unreachable: cached answers at cache speed, whatever the write did to the generations.
     const during = await measure(requests, 5);
-    for (const [name, { answers, slowest }] of Object.entries(during)) {
-      const bound = Math.max(100, 2 * before[name]!.slowest);
+    for (const [name, { answers, typical }] of Object.entries(during)) {
+      const bound = cacheSpeed(before[name]!.typical);
       t.same(answers.map((answer) => answer.status), [200, 200, 200, 200, 200], `${name}: 200 during the partition`);
-      t.ok(slowest < bound, `${name}: slowest ${slowest} ms during the partition, ${before[name]!.slowest} ms before (bound ${bound} ms)`);
+      t.ok(typical < bound, `${name}: ${typical} ms (all but the slowest of 5) during the partition, ${before[name]!.typical} ms before (bound ${bound} ms)`);
     }
+    t.equal(during['gateway with a service token']!.answers[0]!.body.url, `/v1/${world.projectId}/things`, 'a privileged service token’s request forwarded too');
     const body = during['validation with catalog']!.answers[0]!.body;
     t.ok(body.token.catalog.some((entry: { type: string }) => entry.type === 'echo'), 'the token body carries the last catalog read');
     t.notOk('catalog' in during['validation ?nocatalog']!.answers[0]!.body.token, '?nocatalog has none');
     t.equal(during.gateway!.answers[0]!.body.url, `/v1/${world.projectId}/things`, 'the upstream received the request');
     if (withRedis) t.match(during.gateway!.answers[0]!.body.headers['x-service-catalog'], /"type":"echo"/, 'with X-Service-Catalog from the last catalog read');
 
-    const second = await send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'during-2' } } });
-    t.equal(second.status, 503, 'writes keep failing');
-    t.ok(second.ms < 100, `at once: ${second.ms} ms`);
-    t.equal(second.retryAfter, '1');
-    const read = await send(`${url}/v3/projects`, { method: 'GET', token: admin });
-    t.equal(read.status, 503, 'a read that needs the database: 503 at once');
-    t.ok(read.ms < 100, `${read.ms} ms`);
+    const refused = await measure(
+      { write: () => send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'during-2' } } }), read: databaseRequests.read },
+      5,
+    );
+    for (const [name, { answers, typical }] of Object.entries(refused)) {
+      const bound = cacheSpeed(databaseBefore[name]!.typical);
+      t.same(answers.map((answer) => answer.status), [503, 503, 503, 503, 503], `${name}: 503 during the partition`);
+      t.ok(typical < bound, `${name}: refused at once, ${typical} ms (all but the slowest of 5; ${databaseBefore[name]!.typical} ms with the database, bound ${bound} ms)`);
+    }
+    t.equal((refused.write!.answers[0] as unknown as { retryAfter: string }).retryAfter, '1');
     t.equal(await metric(url, 'keystone_gateway_database_reachable'), 0, 'metric: unreachable');
     t.equal(await metric(url, 'keystone_gateway_database_partitions_total'), 1, 'metric: one partition');
 
@@ -225,13 +259,23 @@ for (const withRedis of [true, false]) {
     t.match(stale.body.error, { code: 503, title: 'Service Unavailable' });
     t.equal((await requests['validation ?nocatalog']!()).status, 503, 'so does /v3 validation');
 
-    // The partition heals: ready again within one probe interval, everything served without a restart.
     const receivedBefore = world.upstreamReceived();
+    if (world.redis) {
+      // Redis back before the database: what was revoked while it was away cannot be read, so cached
+      // tokens are not trusted again (though Redis now brings revocations) until the database is back.
+      world.redis.relay.restore();
+      t.ok(await eventually(() => world.logs.some((line) => line.msg.startsWith('Redis is back')), 10_000), 'Redis reconnected');
+      const behind = await send(`${url}/echo/v1/${world.projectId}/things`, { method: 'GET', token: world.member });
+      t.equal(behind.status, 503, 'still refused: revocations made while Redis was away are unknown');
+      t.equal(behind.retryAfter, '1');
+      t.equal((await requests['validation ?nocatalog']!()).status, 503);
+    }
+
+    // The partition heals: ready again within two probe intervals (1 s each), everything served without a restart.
     world.postgres.restore();
-    world.redis?.relay.restore();
     const healedAt = Date.now();
     t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 200, 5000, 20), 'ready again');
-    t.ok(Date.now() - healedAt < 1000 + QUERY_TIMEOUT_MS, `ready ${Date.now() - healedAt} ms after the partition ended`);
+    t.ok(Date.now() - healedAt < 2 * 1000, `ready ${Date.now() - healedAt} ms after the partition ended`);
     t.ok(await eventually(async () => (await requests.gateway!()).status === 200, 10_000), 'the gateway forwards again');
     t.ok(world.upstreamReceived() > receivedBefore);
     t.equal((await send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'after' } } })).status, 201, 'writes work again');
@@ -247,12 +291,12 @@ for (const withRedis of [true, false]) {
     t.equal(back.length, 1, 'one when it ended');
     t.equal(world.logs.filter((line) => line.msg === 'database unreachable: answered 503').length, 0, 'no line per refused request');
 
-    // With no request to find out, the probe does: not ready within its interval and timeout.
+    // With no request to find out, the probe does: not ready within two probe intervals (the probe gives up after one).
     world.postgres.cut('blackhole');
     const idleCutAt = Date.now();
     t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 503, 10_000, 20), 'an idle node notices the partition');
     const noticedMs = Date.now() - idleCutAt;
-    t.ok(noticedMs < 1000 + QUERY_TIMEOUT_MS + 1000, `not ready ${noticedMs} ms after the partition began (probe every 1000 ms, timeout ${QUERY_TIMEOUT_MS} ms)`);
+    t.ok(noticedMs < 2 * 1000 + 1000, `not ready ${noticedMs} ms after the partition began (probe every 1000 ms, giving up after as long)`);
     world.postgres.restore();
     t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 200, 5000, 20), 'and ready again after it');
     t.equal(await metric(url, 'keystone_gateway_database_partitions_total'), 2, 'metric: two partitions');

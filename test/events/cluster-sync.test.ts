@@ -210,3 +210,63 @@ t.test('without Redis the bound counts from when the database was lost', async (
   clock.advance(1);
   t.equal(sync.cachesReady, false);
 });
+
+t.test('a read of announced revocations under way when the partition is found: nothing served from caches', async (t) => {
+  const { sync, bus, revocations, health, probe } = setup({ teardown: (stop) => t.teardown(stop) });
+  // Redis is back after an outage: the events written meanwhile are being read...
+  bus.handlers!.reconnected();
+  // ...when another query times out first.
+  probe.fails = true;
+  health.markUnreachable('database read timeout');
+  t.equal(sync.cachesReady, false, 'not at once');
+  const refused = sync.prepareValidation();
+  await tick();
+  revocations.settle(unreachable());
+  await tick();
+  revocations.settle(unreachable()); // its own catch-up, refused at once while unreachable
+  await t.rejects(refused, { code: 'ECONNREFUSED' }, 'refused (a 503) once the read failed, never a token revoked during the outage of Redis');
+  t.equal(sync.cachesReady, false, 'behind until a read succeeds');
+});
+
+t.test('during a partition, a revocation message without its events makes the node behind at once', async (t) => {
+  const { sync, bus, health, probe } = setup({ teardown: (stop) => t.teardown(stop) });
+  probe.fails = true;
+  health.markUnreachable('database read timeout');
+  t.equal(sync.cachesReady, true);
+  // An older node (rolling upgrade) announces a revocation without carrying it.
+  bus.handlers!.message({ type: 'revoked', eventId: 11 });
+  t.equal(sync.cachesReady, false, 'before the (failing) read has even settled');
+});
+
+t.test('recovery: caches kept when Redis stayed up through the partition; revocations read again all the same', async (t) => {
+  const { sync, bus, revocations, health, probe } = setup({ teardown: (stop) => t.teardown(stop) });
+  probe.fails = true;
+  health.markUnreachable('database read timeout');
+  await tick(); // the probe it started at once
+  probe.fails = false;
+  const generation = sync.generation;
+  const calls = revocations.calls;
+  await health.runProbe();
+  t.equal(health.reachable, true);
+  t.equal(sync.generation, generation, 'nothing dropped: changes meanwhile came through Redis');
+  t.equal(revocations.calls, calls + 1, 'a catch-up from the database');
+  t.equal(sync.cachesReady, false, 'validations wait for it');
+  revocations.settle();
+  await tick();
+  t.equal(sync.cachesReady, true);
+  t.equal(sync.generation, generation, 'still nothing dropped');
+
+  // Redis lost and back during the next partition: everything is read again.
+  probe.fails = true;
+  health.markUnreachable('database read timeout');
+  bus.connected = false;
+  bus.connected = true;
+  bus.handlers!.reconnected();
+  revocations.settle(unreachable());
+  await tick();
+  probe.fails = false;
+  await tick();
+  const before = sync.generation;
+  await health.runProbe();
+  t.ok(sync.generation > before, 'caches dropped');
+});

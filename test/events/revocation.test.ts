@@ -110,3 +110,36 @@ t.test('a token found unrevoked is checked again once any event is indexed (reco
   await elsewhere.load();
   t.ok(elsewhere.isRevoked(reloaded), 'reloaded from the database: revoked');
 });
+
+t.test('events applied from messages do not move where catching up starts', async (t) => {
+  const { store, clock } = await freshStore(t);
+  const here = new Revocations(store, clock);
+  const elsewhere = new Revocations(store, clock);
+  await here.load();
+  await elsewhere.load();
+  const token = (auditId: string): RevocableToken => ({ userId: 'u', roleIds: [], auditId, auditChainId: auditId, issuedAt: clock.now() - 1000 });
+  const first = token('r1');
+  // Another node, cut off from Redis, revokes R1: nobody is told.
+  await store.transaction((em) => elsewhere.record(em, { auditId: 'r1' }));
+  clock.advance(120_000);
+  // Two minutes later a third node revokes R2: its message carries the event, applied here.
+  const r2 = await store.transaction((em) => elsewhere.record(em, { auditId: 'r2' }));
+  here.apply([r2]);
+  t.ok(here.isRevoked(token('r2')), 'the carried event applies at once');
+  t.notOk(here.isRevoked(first), 'R1 not read yet');
+  await here.catchUp();
+  t.ok(here.isRevoked(first), 'the catch-up still reads R1, written more than a minute before R2');
+
+  // A message dated far ahead (a forged one, or a clock gone wrong) stops no later catch-up.
+  here.apply([{ id: 1_000_000, auditId: 'forged', issuedBefore: clock.now(), revokedAt: clock.now() + 10 * 365 * 86_400_000 }]);
+  const r3 = await store.transaction((em) => elsewhere.record(em, { auditId: 'r3' }));
+  await here.catchUp();
+  t.ok(here.isRevoked(token('r3')), 'read after a far-future carried event');
+
+  // A carried event claiming the id the database gives next does not hide that event.
+  here.apply([{ id: r3.id! + 1, auditId: 'harmless', issuedBefore: clock.now(), revokedAt: clock.now() }]);
+  const r4 = await store.transaction((em) => elsewhere.record(em, { auditId: 'r4' }));
+  t.equal(r4.id, r3.id! + 1);
+  await here.catchUp();
+  t.ok(here.isRevoked(token('r4')), 'the database’s event of that id is read');
+});

@@ -9,7 +9,7 @@ import net from 'node:net';
  * - 'blackhole': a network partition. Live connections stay open but nothing passes either way:
  *   the bytes either side sends are read and dropped (nothing backs up, nothing is refused), and
  *   new connections are accepted and treated alike, so the client only learns of it from its own
- *   timeouts. restore() destroys the connections held meanwhile (bytes were dropped: they cannot
+ *   timeouts (and neither side hears the other close its connection). restore() destroys the connections held meanwhile (bytes were dropped: they cannot
  *   be resumed).
  */
 export type CutMode = 'reset' | 'blackhole';
@@ -42,6 +42,10 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
     pair.server?.destroy();
     pairs.delete(pair);
   };
+  // One side closing: the other hears of it, except across a blackhole (until restore()).
+  const closed = (pair: Pair) => {
+    if (state !== 'blackhole') drop(pair);
+  };
 
   const listener = net.createServer((client) => {
     client.on('error', () => {});
@@ -51,7 +55,7 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
     }
     const pair: Pair = { client, server: undefined };
     pairs.add(pair);
-    client.on('close', () => drop(pair));
+    client.on('close', () => closed(pair));
     if (state === 'blackhole') {
       client.resume(); // flowing with no reader: every byte is dropped
       return;
@@ -59,7 +63,7 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
     const server = net.connect(targetPort, targetHost);
     pair.server = server;
     server.on('error', () => {});
-    server.on('close', () => drop(pair));
+    server.on('close', () => closed(pair));
     client.pipe(server);
     server.pipe(client);
   });

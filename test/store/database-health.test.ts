@@ -9,11 +9,11 @@ import { startTcpRelay } from '../helpers/tcp-relay.ts';
 const SERVER = process.env.TEST_DATABASE_URL || LOCAL_POSTGRES;
 const TIMEOUT_MS = 500;
 
-async function partitionable(t: Test) {
+async function partitionable(t: Test, timeoutMs = TIMEOUT_MS) {
   const database = await createTestDatabase(SERVER);
   const server = new URL(SERVER);
   const relay = await startTcpRelay(server.hostname, Number(server.port || 5432));
-  const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), connectTimeoutMs: TIMEOUT_MS, queryTimeoutMs: TIMEOUT_MS, acquireTimeoutMs: 2000 });
+  const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), connectTimeoutMs: timeoutMs, queryTimeoutMs: timeoutMs, acquireTimeoutMs: 2000 });
   store.watchHealth();
   const changes: boolean[] = [];
   store.health.onChange((reachable) => changes.push(reachable));
@@ -23,7 +23,14 @@ async function partitionable(t: Test) {
     await relay.close();
     await database.drop();
   });
-  return { store, relay, changes };
+  return { store, relay, changes, databaseUrl: database.url! };
+}
+
+/** Another node's store on the same database, reached directly (not through the relay). */
+async function directStore(t: Test, databaseUrl: string): Promise<Store> {
+  const store = await Store.open({ databaseUrl, connectTimeoutMs: TIMEOUT_MS, queryTimeoutMs: TIMEOUT_MS, acquireTimeoutMs: 2000 });
+  t.teardown(() => store.close());
+  return store;
 }
 
 async function timed(work: () => Promise<unknown>): Promise<{ error: unknown; ms: number }> {
@@ -78,4 +85,91 @@ t.test('an idle store notices through its probe', async (t) => {
   t.ok(await eventually(() => !store.health.reachable, 1000 + TIMEOUT_MS + 1000, 20), 'within one interval and the probe timeout');
   relay.restore();
   t.ok(await eventually(() => store.health.reachable, 3000, 20));
+});
+
+t.test('a statement waiting on a lock fails (a 503) within the query timeout: a busy row is no partition', async (t) => {
+  const { store, databaseUrl } = await partitionable(t);
+  const other = await directStore(t, databaseUrl);
+  await other.reader().getConnection().execute('create table held (id int)');
+  let release!: () => void;
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const holding = other.transaction(async (em) => {
+    await em.getConnection().execute('lock table held in access exclusive mode', [], 'run', em.getTransactionContext());
+    locked();
+    await new Promise<void>((resolve) => (release = resolve));
+  });
+  await isLocked;
+  const waited = await timed(() => store.reader().getConnection().execute('select * from held'));
+  release();
+  await holding;
+  t.match(waited.error, { code: '55P03' }, 'lock_timeout: the server says so');
+  t.ok(waited.ms < TIMEOUT_MS, `before the query timeout: ${waited.ms} ms`);
+  t.match(databaseUnavailable(waited.error), { kind: 'unavailable', retryAfterSeconds: 1 }, 'a 503 with Retry-After');
+  t.equal(store.health.partitions, 0, 'the database was never marked unreachable');
+});
+
+t.test('a node cut off inside a transaction does not hold its locks for long', async (t) => {
+  const { store, relay, databaseUrl } = await partitionable(t);
+  const other = await directStore(t, databaseUrl);
+  await other.reader().getConnection().execute('create table held (id int)');
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const cutOff = store.transaction(async (em) => {
+    await em.getConnection().execute('lock table held in access exclusive mode', [], 'run', em.getTransactionContext());
+    relay.cut('blackhole');
+    locked();
+    // Still inside the transaction when the partition begins: the server sees an idle session.
+    await em.getConnection().execute('select 1', [], 'run', em.getTransactionContext());
+  });
+  cutOff.catch(() => {});
+  await isLocked;
+  const freed = await eventually(async () => {
+    try {
+      await other.reader().getConnection().execute('select * from held');
+      return true;
+    } catch {
+      return false;
+    }
+  }, 5000, 50);
+  t.ok(freed, 'the server ended the idle transaction: the lock is free for the other nodes');
+  await t.rejects(cutOff, 'the cut-off transaction did not commit');
+});
+
+t.test('too many connections (53300) is a 503, not a partition', async (t) => {
+  const { databaseUrl } = await partitionable(t);
+  const admin = await directStore(t, databaseUrl);
+  const role = `kg_limited_${process.pid}`;
+  // One session allowed: the transaction below holds it, so the query inside it needs a second one.
+  await admin.reader().getConnection().execute(`create role ${role} login connection limit 1`);
+  t.teardown(() => admin.reader().getConnection().execute(`drop role if exists ${role}`));
+  const url = new URL(databaseUrl);
+  url.username = role;
+  url.password = '';
+  const store = await Store.open({ databaseUrl: url.toString(), connectTimeoutMs: TIMEOUT_MS, queryTimeoutMs: TIMEOUT_MS, acquireTimeoutMs: 2000 });
+  store.watchHealth();
+  t.teardown(() => store.close());
+  const refused = await timed(() => store.transaction(() => store.ping()));
+  t.match(refused.error, { code: '53300' });
+  t.match(databaseUnavailable(refused.error), { kind: 'unavailable', retryAfterSeconds: 1 }, 'a 503 with Retry-After');
+  t.equal(store.health.reachable, true, 'not marked unreachable by the query');
+  await store.health.runProbe();
+  t.equal(store.health.reachable, true, 'nor by the probe (the server answered)');
+});
+
+t.test('the probe waits no longer than its interval (1 s), whatever the query and connect timeouts', async (t) => {
+  const { store, relay } = await partitionable(t, 4000);
+  await store.ping();
+  relay.cut('blackhole');
+  const cutAt = Date.now();
+  t.ok(await eventually(() => !store.health.reachable, 10_000, 20));
+  const noticedMs = Date.now() - cutAt;
+  t.ok(noticedMs < 2 * 1000 + 1000, `an idle store is not ready ${noticedMs} ms into the partition: within two intervals, not the 4 s query timeout`);
+  // Let a probe start on the dead path, then end the partition.
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  relay.restore();
+  const healedAt = Date.now();
+  t.ok(await eventually(() => store.health.reachable, 10_000, 20));
+  const backMs = Date.now() - healedAt;
+  t.ok(backMs < 2 * 1000 + 1000, `reachable ${backMs} ms after the partition ended: within two intervals, not the 4 s connect timeout`);
 });
