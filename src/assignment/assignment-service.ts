@@ -1,4 +1,5 @@
 import { cacheRow, LoadingCache } from '../cache.ts';
+import type { AccessEpoch } from '../events/access-epoch.ts';
 import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { Revocations } from '../events/revocation.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
@@ -103,6 +104,8 @@ export class AssignmentService {
     private readonly resources: ResourceService,
     private readonly revocations?: Revocations,
     sync?: ClusterSync,
+    /** Bumped by every change that takes roles away (other nodes' polls notice it). */
+    private readonly accessEpoch?: AccessEpoch,
   ) {
     this.roleCache = new LoadingCache(50_000, sync);
   }
@@ -174,6 +177,7 @@ export class AssignmentService {
       // Assignments and implications go by foreign-key cascade.
       em.remove(row);
       await em.flush();
+      await this.accessEpoch?.bump(em);
     });
   }
 
@@ -211,6 +215,7 @@ export class AssignmentService {
       if (!row) throw new NotFoundError(`${priorRoleId} does not imply ${impliedRoleId}.`);
       em.remove(row);
       await em.flush();
+      await this.accessEpoch?.bump(em);
     });
   }
 
@@ -256,11 +261,15 @@ export class AssignmentService {
 
   async revokeGrant(grant: Grant): Promise<void> {
     await this.store.transaction(async (em) => {
+      // One removal of a user's grants at a time: two concurrent removals of the last two roles
+      // would each still see the other's (READ COMMITTED) and neither would record the event.
+      if (grant.actorType === 'user') await em.execute('select pg_advisory_xact_lock(hashtext(?))', [grant.actorId]);
       await this.assertGrantParties(em, grant);
       const row = await this.findGrant(em, grant);
       if (!row) throw missingGrant(grant);
       em.remove(row);
       await em.flush();
+      await this.accessEpoch?.bump(em);
       // As Keystone 22: no revocation while roles remain. A token's roles are computed when it is
       // validated, and the commit drops every cached validation, so the user's tokens carry what is
       // left from the next request on. When nothing is left on the project, its tokens go for good

@@ -357,8 +357,10 @@ export class TokenService {
       validated = await this.validateFully(token, options);
     } catch (error) {
       // The database is unreachable: a token this node validated before stays good unless it expired
-      // or was revoked (every change that takes access away records a revocation event, which reaches
-      // the index here; `cacheable` says the index is not behind other nodes).
+      // or was revoked (revocation events reach the index here through Redis). A change that takes
+      // access away without an event (a role removed while others remain) announces a newer access
+      // epoch instead, and then ClusterSync refuses last-known answers; `cacheable` says neither the
+      // index is behind other nodes nor such a change was announced.
       if (cacheable && isDatabaseUnreachable(error)) {
         const known = this.cache.lastKnown(token);
         if (known && this.clock.now() < known.context.expiresAt && !this.revocations.isRevoked(known.revocable)) {

@@ -1,0 +1,136 @@
+import t from 'tap';
+import { buildApplication, type Application } from '../../src/app.ts';
+import { loadConfig } from '../../src/config.ts';
+import type { AccessEpoch } from '../../src/events/access-epoch.ts';
+import { ClusterSync, STALE_VALIDATION_MESSAGE } from '../../src/events/cluster-sync.ts';
+import type { ClusterMessage, EventBus } from '../../src/events/event-bus.ts';
+import type { Revocations } from '../../src/events/revocation.ts';
+import type { EntityManager, Store } from '../../src/store/database.ts';
+import { DatabaseHealth } from '../../src/store/database-health.ts';
+import { startTestApp, PUBLIC_URL } from '../helpers/app.ts';
+import { ManualClock } from '../helpers/clock.ts';
+import { LOCAL_POSTGRES } from '../helpers/database.ts';
+import { waitFor } from '../helpers/processes.ts';
+import { TEST_REDIS_URL, testRedis } from '../helpers/redis.ts';
+
+// A change that takes roles away without a revocation event (one of several roles removed) reaches
+// the other nodes through its Redis message, which is best effort; the access_epoch counter it bumps
+// is what their revocation poll reads, so a node that missed the message still re-reads roles.
+
+t.test('a node that missed the message of a role removal re-reads roles within a poll interval', async (t) => {
+  const redis = await testRedis(t);
+  if (!redis) {
+    t.fail('no Redis at TEST_REDIS_URL');
+    return;
+  }
+  // The writer has no Redis: none of its commits is announced, as when its publisher is not ready.
+  const writer = await startTestApp(t, {}, { databaseServer: process.env.TEST_DATABASE_URL || LOCAL_POSTGRES });
+  const config = loadConfig({
+    DATA_DIR: writer.config.dataDir,
+    DATABASE_URL: writer.config.databaseUrl!,
+    PUBLIC_URL,
+    PASSWORD_HASH_ROUNDS: '4',
+    LOG_LEVEL: 'silent',
+    REDIS_URL: TEST_REDIS_URL,
+    REDIS_EVENTS_CHANNEL: `${redis.prefix}events`,
+    REVOCATION_POLL_INTERVAL_MS: '100',
+  });
+  const reader: Application = await buildApplication(config, { clock: writer.clock, logger: false });
+  t.teardown(() => reader.close());
+
+  const { call, login } = writer;
+  const roles = Object.fromEntries((await call('GET', '/v3/roles')).json().roles.map((r: { name: string; id: string }) => [r.name, r.id]));
+  const project = (await call('POST', '/v3/projects', { project: { name: 'epoch-p' } })).json().project;
+  const user = (await call('POST', '/v3/users', { user: { name: 'epoch-u', password: 'Pw-1' } })).json().user;
+  for (const role of ['member', 'reader']) t.equal((await call('PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${roles[role]}`)).statusCode, 204);
+  const session = await login({ id: user.id }, 'Pw-1', { project: { id: project.id } });
+  t.equal(session.status, 201);
+
+  const validateOnReader = async () => {
+    const answer = await reader.server.inject({
+      method: 'GET',
+      url: '/v3/auth/tokens',
+      headers: { 'x-auth-token': writer.adminToken, 'x-subject-token': session.token },
+    });
+    return { status: answer.statusCode, roles: answer.statusCode === 200 ? answer.json().token.roles.map((r: { name: string }) => r.name).sort() : [] };
+  };
+  t.same(await validateOnReader(), { status: 200, roles: ['member', 'reader'] });
+  const tokenService = reader.tokens;
+  const hitsBefore = tokenService.validationStats.cacheHits;
+  t.same(await validateOnReader(), { status: 200, roles: ['member', 'reader'] });
+  t.ok(tokenService.validationStats.cacheHits > hitsBefore, 'the reader answers from its cache');
+
+  t.equal((await call('DELETE', `/v3/projects/${project.id}/users/${user.id}/roles/${roles.member}`)).statusCode, 204);
+  t.same((await call('GET', '/v3/OS-REVOKE/events')).json().events.filter((e: { user_id?: string }) => e.user_id === user.id), [], 'no revocation event');
+  await waitFor(async () => (await validateOnReader()).roles.join() === 'reader', 'the reader to drop the removed role', 10_000);
+  t.same(await validateOnReader(), { status: 200, roles: ['reader'] }, 'the reader carries the role that remains');
+});
+
+// ---- a node cut off from the database ------------------------------------------------------
+
+class FakeBus implements EventBus {
+  connected = true;
+  linksNodes = true;
+  published: ClusterMessage[] = [];
+  handlers: Parameters<EventBus['subscribe']>[0] | undefined;
+  publish(message: ClusterMessage): void {
+    this.published.push(message);
+  }
+  subscribe(handlers: Parameters<EventBus['subscribe']>[0]): void {
+    this.handlers = handlers;
+  }
+  async close(): Promise<void> {}
+}
+
+t.test('while the database is unreachable, a newer access epoch from another node stops last-known validations until it is back', async (t) => {
+  const listeners: ((em: EntityManager) => void)[] = [];
+  const probe = { fails: false };
+  const health = new DatabaseHealth(async () => {
+    if (probe.fails) throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+  }, { probeIntervalMs: 1000 });
+  health.start();
+  t.teardown(() => health.stop());
+  const store = { onCommit: (listener: (em: EntityManager) => void) => listeners.push(listener), health } as unknown as Store;
+  const revocations = { catchUp: async () => 0, eventRecordedIn: () => undefined, eventsRecordedIn: () => [], apply: () => {} };
+  const epoch = { value: 3, read: async () => epoch.value, bumpedIn: (em: object) => (em === bumping ? 4 : undefined) };
+  const bumping = {};
+  const bus = new FakeBus();
+  const sync = new ClusterSync(store, revocations as unknown as Revocations, bus, { error: () => {} }, {
+    clock: new ManualClock(),
+    staleValidationMaxMs: 300_000,
+    accessEpoch: epoch as unknown as AccessEpoch,
+  });
+  sync.start();
+
+  // The poll reads the epoch: a new value drops what caches hold.
+  let generation = sync.generation;
+  await sync.checkAccessEpoch();
+  t.not(sync.generation, generation, 'the first read drops caches');
+  generation = sync.generation;
+  await sync.checkAccessEpoch();
+  t.equal(sync.generation, generation, 'the same value changes nothing');
+  epoch.value = 4;
+  await sync.checkAccessEpoch();
+  t.not(sync.generation, generation, 'a newer one drops caches');
+
+  // A commit that bumped the epoch says so in its message; one that did not, does not.
+  listeners.forEach((listener) => listener(bumping as EntityManager));
+  listeners.forEach((listener) => listener({} as EntityManager));
+  t.same(bus.published, [{ type: 'changed', accessEpoch: 4 }, { type: 'changed' }]);
+
+  probe.fails = true;
+  health.markUnreachable('database read timeout');
+  t.equal(sync.cachesReady, true, 'cut off from the database, Redis up: last-known validations served');
+  bus.handlers!.message({ type: 'changed' });
+  bus.handlers!.message({ type: 'changed', accessEpoch: 4 });
+  t.equal(sync.cachesReady, true, 'a change that took nothing away, or an epoch already seen: still served');
+  t.equal(await sync.prepareValidation(), true);
+
+  bus.handlers!.message({ type: 'changed', accessEpoch: 5 });
+  t.equal(sync.cachesReady, false, 'another node took access away: nothing served from what this node validated before');
+  await t.rejects(sync.prepareValidation(), { message: STALE_VALIDATION_MESSAGE }, 'a 503 (UnavailableError)');
+
+  probe.fails = false;
+  await waitFor(async () => sync.cachesReady, 'the database to be reachable again', 10_000);
+  t.equal(await sync.prepareValidation(), true, 'served again once the database is back');
+});
