@@ -177,7 +177,6 @@ export class AssignmentService {
       // Assignments and implications go by foreign-key cascade.
       em.remove(row);
       await em.flush();
-      await this.accessEpoch?.bump(em);
     });
   }
 
@@ -215,7 +214,6 @@ export class AssignmentService {
       if (!row) throw new NotFoundError(`${priorRoleId} does not imply ${impliedRoleId}.`);
       em.remove(row);
       await em.flush();
-      await this.accessEpoch?.bump(em);
     });
   }
 
@@ -269,7 +267,6 @@ export class AssignmentService {
       if (!row) throw missingGrant(grant);
       em.remove(row);
       await em.flush();
-      await this.accessEpoch?.bump(em);
       // As Keystone 22: no revocation while roles remain. A token's roles are computed when it is
       // validated, and the commit drops every cached validation, so the user's tokens carry what is
       // left from the next request on. When nothing is left on the project, its tokens go for good
@@ -280,6 +277,8 @@ export class AssignmentService {
         const left = await this.computeEffectiveRoles(grant.actorId, 'project', grant.targetId, em);
         if (left.length === 0) await this.revocations?.record(em, { userId: grant.actorId, projectId: grant.targetId });
       }
+      // Last: the counter's row is locked until the commit, and every removal takes it.
+      await this.accessEpoch?.bump(em);
     });
   }
 
