@@ -474,7 +474,10 @@ export class TokenService {
   ): Promise<{ user: TokenContext; service?: TokenContext; privileged: boolean }> {
     if (!serviceToken) return { user: await this.validate(userToken), privileged: false };
     const service = await this.validate(serviceToken);
-    const privileged = holdsServiceRole(service, serviceRoles);
+    // A token of an application credential with access rules is for the listed calls only: as a
+    // service token it lifts nothing (neither others' access rules nor their expiry).
+    const restrictedByRules = (service.applicationCredential?.accessRules.length ?? 0) > 0;
+    const privileged = !restrictedByRules && holdsServiceRole(service, serviceRoles);
     return { user: await this.validate(userToken, { allowExpired: privileged }), service, privileged };
   }
 
