@@ -177,6 +177,7 @@ export class AssignmentService {
       // Assignments and implications go by foreign-key cascade.
       em.remove(row);
       await em.flush();
+      await this.accessEpoch?.bump(em);
     });
   }
 
@@ -214,6 +215,7 @@ export class AssignmentService {
       if (!row) throw new NotFoundError(`${priorRoleId} does not imply ${impliedRoleId}.`);
       em.remove(row);
       await em.flush();
+      await this.accessEpoch?.bump(em);
     });
   }
 

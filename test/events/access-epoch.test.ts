@@ -134,3 +134,37 @@ t.test('while the database is unreachable, a newer access epoch from another nod
   await waitFor(async () => sync.cachesReady, 'the database to be reachable again', 10_000);
   t.equal(await sync.prepareValidation(), true, 'served again once the database is back');
 });
+
+t.test('every change that takes roles away without a revocation event bumps the access epoch; grants do not', async (t) => {
+  const app = await startTestApp(t);
+  const { call } = app;
+  const epoch = async () => Number((await app.app.store.reader().execute<{ value: string }[]>('select value from access_epoch'))[0]!.value);
+  const project = (await call('POST', '/v3/projects', { project: { name: 'epoch-paths' } })).json().project;
+  const user = (await call('POST', '/v3/users', { user: { name: 'epoch-paths-u', password: 'Pw-1' } })).json().user;
+  const group = (await call('POST', '/v3/groups', { group: { name: 'epoch-paths-g' } })).json().group;
+  const role = async (name: string) => (await call('POST', '/v3/roles', { role: { name } })).json().role.id as string;
+  const [a, b, c] = [await role('epoch-a'), await role('epoch-b'), await role('epoch-c')];
+  const steps: [string, string, string, boolean][] = [
+    ['PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${a}`, 'user project grant', false],
+    ['PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${b}`, 'another', false],
+    ['DELETE', `/v3/projects/${project.id}/users/${user.id}/roles/${b}`, 'user project grant removed, another left', true],
+    ['PUT', `/v3/OS-INHERIT/domains/default/users/${user.id}/roles/${b}/inherited_to_projects`, 'inherited domain grant', false],
+    ['DELETE', `/v3/OS-INHERIT/domains/default/users/${user.id}/roles/${b}/inherited_to_projects`, 'inherited domain grant removed', true],
+    ['PUT', `/v3/domains/default/groups/${group.id}/roles/${c}`, 'group domain grant', false],
+    ['DELETE', `/v3/domains/default/groups/${group.id}/roles/${c}`, 'group domain grant removed', true],
+    ['PUT', `/v3/system/users/${user.id}/roles/${c}`, 'system grant', false],
+    ['DELETE', `/v3/system/users/${user.id}/roles/${c}`, 'system grant removed', true],
+    ['PUT', `/v3/groups/${group.id}/users/${user.id}`, 'membership', false],
+    ['DELETE', `/v3/groups/${group.id}/users/${user.id}`, 'membership removed', true],
+    ['PUT', `/v3/roles/${a}/implies/${c}`, 'implication', false],
+    ['DELETE', `/v3/roles/${a}/implies/${c}`, 'implication removed', true],
+    ['DELETE', `/v3/roles/${b}`, 'role deleted', true],
+    ['DELETE', `/v3/groups/${group.id}`, 'group deleted', true],
+  ];
+  for (const [method, url, what, bumps] of steps) {
+    const before = await epoch();
+    const answer = await call(method as 'PUT' | 'DELETE', url);
+    t.ok(answer.statusCode >= 200 && answer.statusCode < 300, `${what}: ${answer.statusCode} ${answer.body}`);
+    t.equal(await epoch(), before + (bumps ? 1 : 0), `${what}: ${bumps ? 'bumped' : 'unchanged'}`);
+  }
+});
