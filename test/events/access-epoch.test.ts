@@ -3,7 +3,7 @@ import { buildApplication, type Application } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
 import type { AccessEpoch } from '../../src/events/access-epoch.ts';
 import { ClusterSync, STALE_VALIDATION_MESSAGE } from '../../src/events/cluster-sync.ts';
-import type { ClusterMessage, EventBus } from '../../src/events/event-bus.ts';
+import { RedisEventBus, type ClusterMessage, type EventBus } from '../../src/events/event-bus.ts';
 import type { Revocations } from '../../src/events/revocation.ts';
 import type { EntityManager, Store } from '../../src/store/database.ts';
 import { DatabaseHealth } from '../../src/store/database-health.ts';
@@ -167,4 +167,30 @@ t.test('every change that takes roles away without a revocation event bumps the 
     t.ok(answer.statusCode >= 200 && answer.statusCode < 300, `${what}: ${answer.statusCode} ${answer.body}`);
     t.equal(await epoch(), before + (bumps ? 1 : 0), `${what}: ${bumps ? 'bumped' : 'unchanged'}`);
   }
+});
+
+t.test('the access epoch crosses Redis with the commit message; a malformed one is dropped', async (t) => {
+  const redis = await testRedis(t);
+  if (!redis) {
+    t.fail('no Redis at TEST_REDIS_URL');
+    return;
+  }
+  const log = { warn: () => {}, info: () => {} };
+  const channel = `${redis.prefix}events`;
+  const receiver = new RedisEventBus(TEST_REDIS_URL, log, { channel });
+  const sender = new RedisEventBus(TEST_REDIS_URL, log, { channel });
+  t.teardown(async () => {
+    await receiver.close();
+    await sender.close();
+  });
+  const received: ClusterMessage[] = [];
+  let subscribed = 0;
+  receiver.subscribe({ message: (message) => received.push(message), reconnected: () => subscribed++ });
+  sender.subscribe({ message: () => {}, reconnected: () => {} });
+  await waitFor(async () => receiver.connected && sender.connected && subscribed >= 1, 'both buses to subscribe', 10_000);
+  sender.publish({ type: 'changed', accessEpoch: 7 });
+  sender.publish({ type: 'revoked', eventId: 3, accessEpoch: 8 });
+  sender.publish({ type: 'changed', accessEpoch: 'nine' as unknown as number });
+  await waitFor(async () => received.length === 3, 'three messages', 5_000);
+  t.same(received, [{ type: 'changed', accessEpoch: 7 }, { type: 'revoked', eventId: 3, accessEpoch: 8 }, { type: 'changed' }]);
 });
