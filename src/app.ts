@@ -238,7 +238,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const resources = new ResourceService(store, revocations, clock, sync);
     const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync, undefined, accessEpoch);
     const assignments = new AssignmentService(store, identity, resources, revocations, sync, accessEpoch);
-    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync);
+    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync, undefined, accessEpoch);
     const catalog = new CatalogService(store, () => sync.generation, () => sync.servingLastKnown);
     // Rate-limit counters and the audit stream share one command connection (pub/sub has its own).
     // A command Redis does not answer within a second fails: rate limits fall back to this node's counters.

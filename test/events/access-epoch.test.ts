@@ -167,6 +167,17 @@ t.test('every change that takes roles away without a revocation event bumps the 
     t.ok(answer.statusCode >= 200 && answer.statusCode < 300, `${what}: ${answer.statusCode} ${answer.body}`);
     t.equal(await epoch(), before + (bumps ? 1 : 0), `${what}: ${bumps ? 'bumped' : 'unchanged'}`);
   }
+
+  // An application credential deleted: its tokens die without a revocation event.
+  const session = await app.login({ id: user.id }, 'Pw-1', { project: { id: project.id } });
+  t.equal(session.status, 201);
+  const before = await epoch();
+  const credential = await call('POST', `/v3/users/${user.id}/application_credentials`, { application_credential: { name: 'epoch-ac' } }, session.token);
+  t.equal(credential.statusCode, 201);
+  t.equal(await epoch(), before, 'a credential created: unchanged');
+  const deleted = await call('DELETE', `/v3/users/${user.id}/application_credentials/${credential.json().application_credential.id}`, undefined, session.token);
+  t.equal(deleted.statusCode, 204);
+  t.equal(await epoch(), before + 1, 'a credential deleted: bumped');
 });
 
 t.test('the access epoch crosses Redis with the commit message; a malformed one is dropped', async (t) => {
