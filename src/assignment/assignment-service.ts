@@ -274,7 +274,10 @@ export class AssignmentService {
       // left from the next request on. When nothing is left on the project, its tokens go for good
       // (validation would refuse them anyway; the event keeps them refused if a role comes back, and
       // on a node that answers from its last known validations while the database is unreachable).
-      // A domain event is not used: it would also match every token of a user of that domain.
+      // A domain event is not used: it would also match every token of a user of that domain. Only a
+      // user's direct project grant is checked; other removals that leave nothing (group, inherited,
+      // domain) write no event, and their tokens are refused while nothing is left. Other nodes learn
+      // of every removal through the access epoch.
       if (grant.actorType === 'user' && grant.targetType === 'project' && !grant.inherited) {
         const left = await this.computeEffectiveRoles(grant.actorId, 'project', grant.targetId, em);
         if (left.length === 0) await this.revocations?.record(em, { userId: grant.actorId, projectId: grant.targetId });
