@@ -278,12 +278,17 @@ export class AssignmentService {
       // user's direct project grant is checked; other removals that leave nothing (group, inherited,
       // domain) write no event, and their tokens are refused while nothing is left. Other nodes learn
       // of every removal through the access epoch.
+      let revoked = false;
       if (grant.actorType === 'user' && grant.targetType === 'project' && !grant.inherited) {
         const left = await this.computeEffectiveRoles(grant.actorId, 'project', grant.targetId, em);
-        if (left.length === 0) await this.revocations?.record(em, { userId: grant.actorId, projectId: grant.targetId });
+        if (left.length === 0 && this.revocations) {
+          await this.revocations.record(em, { userId: grant.actorId, projectId: grant.targetId });
+          revoked = true;
+        }
       }
-      // Last: the counter's row is locked until the commit, and every removal takes it.
-      await this.accessEpoch?.bump(em);
+      // The event reaches the other nodes (and their revocation poll) itself; without one the epoch
+      // does. Last: the counter's row is locked until the commit.
+      if (!revoked) await this.accessEpoch?.bump(em);
     });
   }
 

@@ -160,6 +160,8 @@ t.test('every change that takes roles away without a revocation event bumps the 
     ['DELETE', `/v3/roles/${a}/implies/${c}`, 'implication removed', true],
     ['DELETE', `/v3/roles/${b}`, 'role deleted', true],
     ['DELETE', `/v3/groups/${group.id}`, 'group deleted', true],
+    ['DELETE', `/v3/projects/${project.id}/users/${user.id}/roles/${a}`, 'the last role removed: a revocation event instead', false],
+    ['PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${a}`, 'granted again', false],
   ];
   for (const [method, url, what, bumps] of steps) {
     const before = await epoch();
