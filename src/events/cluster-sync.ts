@@ -1,8 +1,8 @@
 import { systemClock, type Clock } from '../clock.ts';
 import { UnavailableError } from '../errors.ts';
 import type { Store } from '../store/database.ts';
-import type { AccessEpoch } from './access-epoch.ts';
 import { DATABASE_RETRY_AFTER_SECONDS, databaseUnreachableReason, isDatabaseKnownUnreachable } from '../store/unavailable.ts';
+import type { AccessEpoch } from './access-epoch.ts';
 import type { EventBus } from './event-bus.ts';
 import { parseRevocationEvents, type Revocations } from './revocation.ts';
 
