@@ -6,6 +6,7 @@ import { Migration20261122020000_uuid_tokens } from './Migration20261122020000_u
 import { Migration20261123000000_token_keys } from './Migration20261123000000_token_keys.ts';
 import { Migration20261123010000_list_order_indexes } from './Migration20261123010000_list_order_indexes.ts';
 import { Migration20261125000000_key_fingerprints } from './Migration20261125000000_key_fingerprints.ts';
+import { Migration20261125010000_access_epoch } from './Migration20261125010000_access_epoch.ts';
 
 /** Every migration, in order. The same list runs on PGlite and on PostgreSQL. */
 export const migrations: { name: string; class: Constructor<Migration> }[] = [
@@ -15,4 +16,5 @@ export const migrations: { name: string; class: Constructor<Migration> }[] = [
   { name: 'Migration20261123000000_token_keys', class: Migration20261123000000_token_keys },
   { name: 'Migration20261123010000_list_order_indexes', class: Migration20261123010000_list_order_indexes },
   { name: 'Migration20261125000000_key_fingerprints', class: Migration20261125000000_key_fingerprints },
+  { name: 'Migration20261125010000_access_epoch', class: Migration20261125010000_access_epoch },
 ];

@@ -10,6 +10,7 @@ import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { Redis } from 'ioredis';
 import { AuditTrail, LogAuditSink, RedisStreamAuditSink, type AuditSink } from './events/audit.ts';
+import { AccessEpoch } from './events/access-epoch.ts';
 import { ClusterSync } from './events/cluster-sync.ts';
 import { LocalEventBus, RedisEventBus, type EventBus } from './events/event-bus.ts';
 import { Revocations } from './events/revocation.ts';
@@ -210,7 +211,8 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const revocations = new Revocations(store, clock);
     await revocations.load();
     const bus = config.redisUrl ? new RedisEventBus(config.redisUrl, log, { channel: config.redisEventsChannel }) : (options.eventBus ?? new LocalEventBus());
-    const sync = new ClusterSync(store, revocations, bus, log, { clock, staleValidationMaxMs: config.staleValidationMaxSeconds * 1000 });
+    const accessEpoch = new AccessEpoch(store);
+    const sync = new ClusterSync(store, revocations, bus, log, { clock, staleValidationMaxMs: config.staleValidationMaxSeconds * 1000, accessEpoch });
     sync.start();
     startedParts.push(() => sync.close());
     if (config.redisUrl && config.revocationPollIntervalMs > 0) sync.pollRevocations(config.revocationPollIntervalMs);
@@ -243,9 +245,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     }
     const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
     const resources = new ResourceService(store, revocations, clock, sync);
-    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync);
-    const assignments = new AssignmentService(store, identity, resources, revocations, sync);
-    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync);
+    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync, undefined, accessEpoch);
+    const assignments = new AssignmentService(store, identity, resources, revocations, sync, accessEpoch);
+    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync, undefined, accessEpoch);
     const catalog = new CatalogService(store, () => sync.generation, () => sync.servingLastKnown);
     // Rate-limit counters and the audit stream share one command connection (pub/sub has its own).
     // A command Redis does not answer within a second fails: rate limits fall back to this node's counters.

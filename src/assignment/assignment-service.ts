@@ -1,4 +1,5 @@
 import { cacheRow, LoadingCache } from '../cache.ts';
+import type { AccessEpoch } from '../events/access-epoch.ts';
 import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { Revocations } from '../events/revocation.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
@@ -103,6 +104,8 @@ export class AssignmentService {
     private readonly resources: ResourceService,
     private readonly revocations?: Revocations,
     sync?: ClusterSync,
+    /** Bumped by every change that takes roles away (other nodes' polls notice it). */
+    private readonly accessEpoch?: AccessEpoch,
   ) {
     this.roleCache = new LoadingCache(50_000, sync);
   }
@@ -174,6 +177,7 @@ export class AssignmentService {
       // Assignments and implications go by foreign-key cascade.
       em.remove(row);
       await em.flush();
+      await this.accessEpoch?.bump(em);
     });
   }
 
@@ -211,6 +215,7 @@ export class AssignmentService {
       if (!row) throw new NotFoundError(`${priorRoleId} does not imply ${impliedRoleId}.`);
       em.remove(row);
       await em.flush();
+      await this.accessEpoch?.bump(em);
     });
   }
 
@@ -256,6 +261,9 @@ export class AssignmentService {
 
   async revokeGrant(grant: Grant): Promise<void> {
     await this.store.transaction(async (em) => {
+      // One removal of a user's grants at a time: two concurrent removals of the last two roles
+      // would each still see the other's (READ COMMITTED) and neither would record the event.
+      if (grant.actorType === 'user') await em.execute('select pg_advisory_xact_lock(hashtext(?))', [grant.actorId]);
       await this.assertGrantParties(em, grant);
       const row = await this.findGrant(em, grant);
       if (!row) throw missingGrant(grant);
@@ -266,11 +274,21 @@ export class AssignmentService {
       // left from the next request on. When nothing is left on the project, its tokens go for good
       // (validation would refuse them anyway; the event keeps them refused if a role comes back, and
       // on a node that answers from its last known validations while the database is unreachable).
-      // A domain event is not used: it would also match every token of a user of that domain.
+      // A domain event is not used: it would also match every token of a user of that domain. Only a
+      // user's direct project grant is checked; other removals that leave nothing (group, inherited,
+      // domain) write no event, and their tokens are refused while nothing is left. Other nodes learn
+      // of every removal through the access epoch.
+      let revoked = false;
       if (grant.actorType === 'user' && grant.targetType === 'project' && !grant.inherited) {
         const left = await this.computeEffectiveRoles(grant.actorId, 'project', grant.targetId, em);
-        if (left.length === 0) await this.revocations?.record(em, { userId: grant.actorId, projectId: grant.targetId });
+        if (left.length === 0 && this.revocations) {
+          await this.revocations.record(em, { userId: grant.actorId, projectId: grant.targetId });
+          revoked = true;
+        }
       }
+      // The event reaches the other nodes (and their revocation poll) itself; without one the epoch
+      // does. Last: the counter's row is locked until the commit.
+      if (!revoked) await this.accessEpoch?.bump(em);
     });
   }
 

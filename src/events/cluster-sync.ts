@@ -2,6 +2,7 @@ import { systemClock, type Clock } from '../clock.ts';
 import { UnavailableError } from '../errors.ts';
 import type { Store } from '../store/database.ts';
 import { DATABASE_RETRY_AFTER_SECONDS, databaseUnreachableReason, isDatabaseKnownUnreachable } from '../store/unavailable.ts';
+import type { AccessEpoch } from './access-epoch.ts';
 import type { EventBus } from './event-bus.ts';
 import { parseRevocationEvents, type Revocations } from './revocation.ts';
 
@@ -16,6 +17,8 @@ export interface ClusterSyncOptions {
    * validations are served for at most this long after the node last heard from either.
    */
   staleValidationMaxMs?: number;
+  /** The access_epoch counter: read by the revocation poll, carried by commit messages. */
+  accessEpoch?: AccessEpoch;
 }
 
 export const STALE_VALIDATION_MESSAGE =
@@ -57,6 +60,36 @@ export class ClusterSync {
   ) {
     this.clock = options.clock ?? systemClock;
     this.staleValidationMaxMs = options.staleValidationMaxMs ?? 300_000;
+    this.accessEpoch = options.accessEpoch;
+  }
+
+  private readonly accessEpoch: AccessEpoch | undefined;
+  /** The newest access epoch this node knows of (read, written or announced); undefined before the first. */
+  private seenAccessEpoch: number | undefined;
+  /**
+   * Set when, while the database is unreachable, another node announces that it took access away
+   * (a newer access epoch): what this node validated before may grant too much, and no revocation
+   * event says what. Cleared when the database is back (caches are re-read then).
+   */
+  private accessReducedUnseen = false;
+
+  /**
+   * Reads the access epoch; a value this node has not seen means another node took access away
+   * (perhaps unannounced: its Redis message is best effort): caches drop what they hold.
+   */
+  async checkAccessEpoch(): Promise<void> {
+    if (!this.accessEpoch) return;
+    const value = await this.accessEpoch.read();
+    if (this.seenAccessEpoch !== undefined && value <= this.seenAccessEpoch) return;
+    this.seenAccessEpoch = value;
+    this.generation++;
+  }
+
+  /** An epoch another node's message carried (or this node's commit wrote). */
+  private noteAccessEpoch(value: number | undefined): void {
+    if (value === undefined || (this.seenAccessEpoch !== undefined && value <= this.seenAccessEpoch)) return;
+    this.seenAccessEpoch = value;
+    if (!this.store.health.reachable) this.accessReducedUnseen = true;
   }
 
   start(): void {
@@ -66,7 +99,11 @@ export class ClusterSync {
       // events themselves reach nodes that cannot read the database.
       const eventId = this.revocations.eventRecordedIn(transaction);
       const events = this.revocations.eventsRecordedIn(transaction);
-      this.bus.publish(eventId === undefined ? { type: 'changed' } : { type: 'revoked', eventId, events: [...events] });
+      const accessEpoch = this.accessEpoch?.bumpedIn(transaction);
+      // Committed while reachable: this node's caches were just dropped, whatever the epoch was before.
+      if (accessEpoch !== undefined) this.seenAccessEpoch = Math.max(this.seenAccessEpoch ?? 0, accessEpoch);
+      const epoch = accessEpoch === undefined ? {} : { accessEpoch };
+      this.bus.publish(eventId === undefined ? { type: 'changed', ...epoch } : { type: 'revoked', eventId, events: [...events], ...epoch });
     });
     this.store.health.onChange((reachable) => {
       if (!reachable) {
@@ -76,10 +113,13 @@ export class ClusterSync {
         if (this.uncarriedRead) this.behind = true;
         return;
       }
-      // Back. Redis up all along and nothing missed: every change made meanwhile already moved the
+      // Back. An access reduction announced meanwhile (a newer access epoch) is read again with the rest.
+      const accessReduced = this.accessReducedUnseen;
+      this.accessReducedUnseen = false;
+      // Redis up all along and nothing missed: every change made meanwhile already moved the
       // generation, so caches are kept (emptying them all at once would send every request to the
       // database just back); only revocation events are read again, in case one was never announced.
-      if (!this.behind && this.bus.linksNodes && this.bus.connected && !this.busLostDuringPartition) {
+      if (!accessReduced && !this.behind && this.bus.linksNodes && this.bus.connected && !this.busLostDuringPartition) {
         this.refresh(true, false, false);
         return;
       }
@@ -92,6 +132,7 @@ export class ClusterSync {
           this.notifyKeyListeners();
           return;
         }
+        this.noteAccessEpoch(message.accessEpoch);
         const carried = message.type === 'revoked' && message.events !== undefined ? parseRevocationEvents(message.events) : undefined;
         if (carried) this.revocations.apply(carried);
         // A revocation this node cannot read (an older node's message, or too many events to carry):
@@ -146,10 +187,11 @@ export class ClusterSync {
   /**
    * While the database is unreachable: whether what caches hold may still be served. Yes while Redis
    * brings the other nodes' revocations; without it, for STALE_VALIDATION_MAX_SECONDS after the node
-   * last heard from either; never while the revocation index is known to miss events.
+   * last heard from either; never while the revocation index is known to miss events, nor once
+   * another node announced that it took access away (a newer access epoch).
    */
   private lastKnownTrusted(): boolean {
-    if (this.behind) return false;
+    if (this.behind || this.accessReducedUnseen) return false;
     const now = this.clock.now();
     if (this.bus.linksNodes && this.bus.connected) {
       this.lastHeardAt = now;
@@ -161,7 +203,7 @@ export class ClusterSync {
   /**
    * Also reads new revocation events every `intervalMs` while the bus is up. A node cut off from
    * Redis alone (the others still connected) writes revocations nobody is told of: this bounds how
-   * long the others can miss them.
+   * long the others can miss them. The access epoch is read with them (checkAccessEpoch).
    */
   pollRevocations(intervalMs: number): void {
     clearInterval(this.poller);
@@ -170,6 +212,7 @@ export class ClusterSync {
       this.polling = true;
       this.revocations
         .catchUp()
+        .then(() => this.checkAccessEpoch())
         .catch((error: unknown) => this.log.error({ reason: databaseUnreachableReason(error) ?? 'query failed' }, 'could not read revocation events'))
         .finally(() => (this.polling = false));
     }, intervalMs);

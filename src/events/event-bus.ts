@@ -7,7 +7,10 @@ import type { RevocationEvent } from './revocation.ts';
  * a node cut off from the database still applies them), "data changed", or "token keys changed in
  * the database".
  */
-export type ClusterMessage = { type: 'revoked'; eventId: number; events?: RevocationEvent[] } | { type: 'changed' } | { type: 'keys-changed' };
+export type ClusterMessage =
+  | { type: 'revoked'; eventId: number; events?: RevocationEvent[]; accessEpoch?: number }
+  | { type: 'changed'; accessEpoch?: number }
+  | { type: 'keys-changed' };
 
 export interface EventBus {
   /** True when messages from other nodes are known to arrive (always true for a single node). */
@@ -178,11 +181,13 @@ export class RedisEventBus implements EventBus {
       }
       return;
     }
+    // The access epoch a commit wrote (see AccessEpoch), when it took access away.
+    const epoch = (parsed.type === 'revoked' || parsed.type === 'changed') && Number.isSafeInteger(parsed.accessEpoch) ? { accessEpoch: parsed.accessEpoch } : {};
     if (parsed.type === 'revoked' && Number.isInteger(parsed.eventId)) {
       // The events are checked by whoever applies them (ClusterSync): a sibling's IPC carries them too.
-      this.handlers?.message({ type: 'revoked', eventId: parsed.eventId, ...(parsed.events === undefined ? {} : { events: parsed.events }) });
+      this.handlers?.message({ type: 'revoked', eventId: parsed.eventId, ...(parsed.events === undefined ? {} : { events: parsed.events }), ...epoch });
     }
-    else if (parsed.type === 'changed') this.handlers?.message({ type: 'changed' });
+    else if (parsed.type === 'changed') this.handlers?.message({ type: 'changed', ...epoch });
     else if (parsed.type === 'keys-changed') this.handlers?.message({ type: 'keys-changed' });
   }
 }

@@ -1,6 +1,7 @@
 import type { Role } from '../assignment/assignment-service.ts';
 import { cacheRow, LoadingCache, type CacheEpoch } from '../cache.ts';
 import type { Clock } from '../clock.ts';
+import type { AccessEpoch } from '../events/access-epoch.ts';
 import { AuthenticationError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
 import { newId } from '../ids.ts';
 import type { EntityManager, Store } from '../store/database.ts';
@@ -78,6 +79,8 @@ export class ApplicationCredentialService {
     /** ClusterSync: without it nothing is cached. */
     epoch?: CacheEpoch,
     cacheSize = 20_000,
+    /** Bumped when a credential is deleted (its tokens die without a revocation event). */
+    private readonly accessEpoch?: AccessEpoch,
   ) {
     this.byId = new LoadingCache(cacheSize, epoch);
     this.idsByName = new LoadingCache(cacheSize, epoch);
@@ -151,6 +154,7 @@ export class ApplicationCredentialService {
       if (!row) throw NotFoundError.of('Application Credential', id);
       em.remove(row);
       await em.flush();
+      await this.accessEpoch?.bump(em);
     });
   }
 

@@ -1,4 +1,5 @@
 import { cacheRow, LoadingCache, type CacheEpoch } from '../cache.ts';
+import type { AccessEpoch } from '../events/access-epoch.ts';
 import type { Clock } from '../clock.ts';
 import { AuthenticationError, ConflictError, NotFoundError, ValidationError } from '../errors.ts';
 import type { Revocations } from '../events/revocation.ts';
@@ -122,6 +123,8 @@ export class IdentityService {
     /** ClusterSync: without it nothing is cached. */
     epoch?: CacheEpoch,
     cacheSize = 20_000,
+    /** Bumped by every change that takes roles away (other nodes' polls notice it). */
+    private readonly accessEpoch?: AccessEpoch,
   ) {
     this.policy = new PasswordPolicy(compliance);
     this.userRows = new LoadingCache(cacheSize, epoch);
@@ -515,6 +518,8 @@ export class IdentityService {
       const row = await this.getGroup(id, em);
       em.remove(row);
       await em.flush();
+      // Its grants and memberships go by cascade: its members lose those roles.
+      await this.accessEpoch?.bump(em);
     });
   }
 
@@ -532,6 +537,7 @@ export class IdentityService {
     await this.store.transaction(async (em) => {
       await this.assertMembership(em, groupId, userId);
       await em.nativeDelete(MembershipEntity, { userId, groupId });
+      await this.accessEpoch?.bump(em);
     });
   }
 

@@ -134,9 +134,14 @@ export class TokenService {
   }
 
   private async untilNextSecond(): Promise<void> {
-    const wait = 1000 - (this.clock.now() % 1000);
-    if (this.clock.sleep) await this.clock.sleep(wait);
-    else await new Promise((resolve) => setTimeout(resolve, wait));
+    const second = Math.floor(this.clock.now() / 1000);
+    // A timer may fire before the wall clock's second turns (timers and the clock are not one
+    // source): the wait is topped up until it has.
+    for (let now = this.clock.now(); Math.floor(now / 1000) <= second; now = this.clock.now()) {
+      const wait = 1000 - (now % 1000);
+      if (this.clock.sleep) await this.clock.sleep(wait);
+      else await new Promise((resolve) => setTimeout(resolve, wait));
+    }
   }
 
   /** Throws RevokedOnIssue when a revocation event known here matches the token about to be issued. */
@@ -360,8 +365,10 @@ export class TokenService {
       validated = await this.validateFully(token, options);
     } catch (error) {
       // The database is unreachable: a token this node validated before stays good unless it expired
-      // or was revoked (every change that takes access away records a revocation event, which reaches
-      // the index here; `cacheable` says the index is not behind other nodes).
+      // or was revoked (revocation events reach the index here through Redis). A change that takes
+      // access away without an event (a role removed while others remain) announces a newer access
+      // epoch instead, and then ClusterSync refuses last-known answers; `cacheable` says neither the
+      // index is behind other nodes nor such a change was announced.
       if (cacheable && isDatabaseUnreachable(error)) {
         const known = this.cache.lastKnown(token);
         if (known && this.stillGood(known, expiredWindowMs)) {
@@ -470,7 +477,10 @@ export class TokenService {
   ): Promise<{ user: TokenContext; service?: TokenContext; privileged: boolean }> {
     if (!serviceToken) return { user: await this.validate(userToken), privileged: false };
     const service = await this.validate(serviceToken);
-    const privileged = holdsServiceRole(service, serviceRoles);
+    // A token of an application credential with access rules is for the listed calls only: as a
+    // service token it lifts nothing (neither others' access rules nor their expiry).
+    const restrictedByRules = (service.applicationCredential?.accessRules.length ?? 0) > 0;
+    const privileged = !restrictedByRules && holdsServiceRole(service, serviceRoles);
     return { user: await this.validate(userToken, { allowExpired: privileged }), service, privileged };
   }
 

@@ -79,6 +79,28 @@ t.test('disabling a project revokes its tokens for good', async (t) => {
   t.equal(await validate(app, fresh.token), 200, 'a token issued after the re-enable is good');
 });
 
+t.test('a project disabled and enabled again within one second: the old token stays dead, a new login is good at once', async (t) => {
+  const app = await startTestApp(t);
+  const { call, login, clock } = app;
+  const member = await roleId(app, 'member');
+  const project = (await call('POST', '/v3/projects', { project: { name: 'dis-same-second' } })).json().project;
+  const user = (await call('POST', '/v3/users', { user: { name: 'dis-same-second-u', password: 'Pw-1' } })).json().user;
+  t.equal((await call('PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${member}`)).statusCode, 204);
+  // Start at the beginning of a second, so the steps below stay within it (the clock is not moved).
+  clock.set(Math.ceil(clock.now() / 1000) * 1000 + 1000);
+  const old = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
+  t.equal(await validate(app, old), 200);
+  const second = Math.floor(clock.now() / 1000);
+  t.equal((await call('PATCH', `/v3/projects/${project.id}`, { project: { enabled: false } })).statusCode, 200);
+  t.equal((await call('PATCH', `/v3/projects/${project.id}`, { project: { enabled: true } })).statusCode, 200);
+  t.equal(Math.floor(clock.now() / 1000), second, 'all in one second');
+  t.equal(await validate(app, old), 404, 'the token from before the disable is dead');
+  // The event revokes what was issued in its second: the login waits for the next one.
+  const fresh = await login({ id: user.id }, 'Pw-1', { project: { id: project.id } });
+  t.equal(fresh.status, 201);
+  t.equal(await validate(app, fresh.token), 200);
+});
+
 t.test('disabling a domain revokes the tokens of its users and of its projects', async (t) => {
   const app = await startTestApp(t);
   const { call, login, clock } = app;

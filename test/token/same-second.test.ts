@@ -61,8 +61,14 @@ t.test('a user disabled and enabled again in one second: a new token validates',
   t.equal((await validate(app, String(rescoped.headers['x-subject-token']))).statusCode, 200, 'and one made from it by the token method');
 });
 
-t.test('application credentials: a token issued in the second of a password change, or of another credential deleted, validates', async (t) => {
+t.test('application credentials: a token issued in the second of a password change validates; a credential deleted writes no event, so nothing waits', async (t) => {
   const { app, project, user } = await world(t);
+  const sleep = app.clock.sleep.bind(app.clock);
+  let waits = 0;
+  app.clock.sleep = async (milliseconds: number) => {
+    waits++;
+    await sleep(milliseconds);
+  };
   const session = await app.login({ id: user.id }, 'Pw-1', { project: { id: project.id } });
   const create = async (name: string, token: string) => {
     const created = await app.call('POST', `/v3/users/${user.id}/application_credentials`, { application_credential: { name } }, token);
@@ -78,12 +84,35 @@ t.test('application credentials: a token issued in the second of a password chan
   const keptToken = await app.call('POST', '/v3/auth/tokens', kept.auth, null);
   t.equal(keptToken.statusCode, 201);
   t.equal((await validate(app, String(keptToken.headers['x-subject-token']))).statusCode, 200, 'another credential, same second: valid');
+  // The deleted credential's tokens fail its lookup; no event is written, so no wait was needed.
+  t.equal(waits, 0, 'no wait after a credential deletion');
+  t.same((await app.call('GET', '/v3/OS-REVOKE/events')).json().events.filter((e: { user_id?: string }) => e.user_id === user.id), [], 'no event');
 
   t.equal((await app.call('PATCH', `/v3/users/${user.id}`, { user: { password: 'Pw-2' } })).statusCode, 200);
   t.equal((await validate(app, String(keptToken.headers['x-subject-token']))).statusCode, 404, 'a password change revokes the credential tokens issued so far');
   const afterChange = await app.call('POST', '/v3/auth/tokens', kept.auth, null);
   t.equal(afterChange.statusCode, 201);
   t.equal((await validate(app, String(afterChange.headers['x-subject-token']))).statusCode, 200, 'one issued in the same second afterwards validates');
+  t.equal(waits, 1, 'after the password change event, one wait for the next second');
+});
+
+t.test('a timer that fires before the second turns: the wait is topped up, and the token validates', async (t) => {
+  const { app, project, user } = await world(t);
+  const scope = { project: { id: project.id } };
+  t.equal((await app.call('PATCH', `/v3/users/${user.id}`, { user: { enabled: false } })).statusCode, 200);
+  t.equal((await app.call('PATCH', `/v3/users/${user.id}`, { user: { enabled: true } })).statusCode, 200);
+  // The first wait ends 1 ms early (setTimeout may fire before the wall clock's second turns).
+  const sleep = app.clock.sleep.bind(app.clock);
+  const waits: number[] = [];
+  app.clock.sleep = async (milliseconds: number) => {
+    waits.push(milliseconds);
+    await sleep(waits.length === 1 ? milliseconds - 1 : milliseconds);
+  };
+  const issued = await app.login({ id: user.id }, 'Pw-1', scope);
+  t.equal(issued.status, 201);
+  t.equal(waits.length, 2, 'waited again');
+  t.equal(waits[1], 1, 'for the last millisecond');
+  t.equal((await validate(app, issued.token)).statusCode, 200);
 });
 
 t.test('another matching event in the next second as well: 401, never a token that will not validate', async (t) => {

@@ -31,6 +31,28 @@ t.test('a service token lets an expired user token through, within the window on
   await t.rejects(tokens.validateWithServiceToken(userToken, memberServiceToken), { name: 'NotFoundError', message: 'Failed to validate token' }, 'a service token without the service role does not extend');
   await t.rejects(tokens.validateWithServiceToken(userToken, 'garbage'), { name: 'NotFoundError' }, 'an invalid service token is refused');
 
+  // The service user's application credentials: one with access rules lifts nothing, one without does.
+  const credentialToken = async (name: string, accessRules?: unknown[]) => {
+    const created = await call(
+      'POST',
+      `/v3/users/${nova.id}/application_credentials`,
+      { application_credential: { name, ...(accessRules ? { access_rules: accessRules } : {}) } },
+      serviceToken,
+    );
+    t.equal(created.statusCode, 201, created.body);
+    const { id, secret } = created.json().application_credential;
+    const issued = await call('POST', '/v3/auth/tokens', { auth: { identity: { methods: ['application_credential'], application_credential: { id, secret } } } }, null);
+    t.equal(issued.statusCode, 201);
+    return String(issued.headers['x-subject-token']);
+  };
+  const ruled = await credentialToken('svc-ruled', [{ service: 'compute', method: 'GET', path: '/v2.1/servers' }]);
+  const ruledAnswer = await tokens.validateWithServiceToken(fresh, ruled);
+  t.equal(ruledAnswer.service?.user.id, nova.id);
+  t.equal(ruledAnswer.privileged, false, 'a service token of a credential with access rules is not privileged, service role or not');
+  await t.rejects(tokens.validateWithServiceToken(userToken, ruled), { name: 'NotFoundError', message: 'Failed to validate token' }, 'and does not extend');
+  const unruled = await credentialToken('svc-unruled');
+  t.equal((await tokens.validateWithServiceToken(fresh, unruled)).privileged, true, 'one without access rules keeps the service role');
+
   clock.advance(172_800_000);
   const laterService = (await login({ id: nova.id }, 'Pw-1', { project: { id: project.id } })).token;
   await t.rejects(tokens.validateWithServiceToken(userToken, laterService), { name: 'NotFoundError', message: 'Failed to validate token' }, 'beyond the 48 h allow_expired window');
