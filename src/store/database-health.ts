@@ -8,7 +8,8 @@ export interface DatabaseHealthOptions {
 /**
  * Whether the database can be reached, as far as this node knows. A partition ends no connection:
  * only timeouts tell, and every request waiting out its own would turn the node into a queue. So the
- * first query timeout or failed connection marks the database unreachable; from then on queries
+ * first query timeout or failed connection sets the probe off at once, and its failure (within one
+ * probe interval) marks the database unreachable; from then on queries
  * fail at once (DatabaseUnreachableError → 503) and caches serve what they hold, while one probe
  * (a `select 1` on its own connection, every interval) decides when it is back. The probe also runs
  * while the database is reachable, so an idle node notices a partition too.
@@ -49,7 +50,23 @@ export class DatabaseHealth {
     return () => this.listeners.delete(listener);
   }
 
-  /** A query timed out or a connection could not be opened: stop waiting on the database. */
+  /**
+   * A query timed out or a connection could not be opened: the probe asks at once, and only its
+   * failure marks the database unreachable. A slow answer (a loaded server, a long statement, this
+   * process's own event loop held up) is no partition, and taking it for one would make the node
+   * serve what it holds: with Redis down too, even tokens revoked meanwhile.
+   */
+  suspect(reason: string): void {
+    // Unwatched (the manage CLI, a cluster's first process): nothing would ever find it back.
+    if (!this.reachable || !this.timer) return;
+    this.suspectedReason = reason;
+    void this.runProbe();
+  }
+
+  /** Why the database was last suspected (the reason logged if the probe confirms it). */
+  private suspectedReason: string | undefined;
+
+  /** The probe failed: stop waiting on the database. */
   markUnreachable(reason: string): void {
     // Unwatched (the manage CLI, a cluster's first process): nothing would ever find it back.
     if (!this.reachable || !this.timer) return;
@@ -78,8 +95,9 @@ export class DatabaseHealth {
         this.notify(true, this.lastReason, performance.now() - this.unreachableSince);
       }
     } catch (error) {
-      this.markUnreachable(databaseUnreachableReason(error) ?? 'the probe query failed');
+      this.markUnreachable(this.suspectedReason ?? databaseUnreachableReason(error) ?? 'the probe query failed');
     } finally {
+      this.suspectedReason = undefined;
       this.probing = false;
     }
   }

@@ -45,11 +45,14 @@ function dropSilentConnection(client: unknown, timeoutMs: number, paused: () => 
   });
   stream.setTimeout(timeoutMs);
   stream.on('timeout', () => {
-    if (stream.bytesWritten > writtenAtLastRead && !paused()) {
+    // Decided after this turn's pending reads: when the event loop was held up, the timer runs
+    // before the answer that arrived meanwhile is read, and a live connection would be dropped.
+    setImmediate(() => {
+      if (stream.destroyed || !(stream.bytesWritten > writtenAtLastRead) || paused()) return;
       const reason = `database read timeout: no answer from PostgreSQL in ${timeoutMs} ms`;
       timedOut(reason);
       stream.destroy(new Error(reason));
-    }
+    });
   });
 }
 
@@ -102,7 +105,7 @@ export class Store {
         acquireTimeoutMillis: options.acquireTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.acquireTimeoutMs,
         propagateCreateError: true,
         afterCreate: (client: unknown, done: (error: Error | null, client: unknown) => void) => {
-          if (!embedded) dropSilentConnection(client, queryTimeoutMs, () => slowQueries.allowed, (reason) => health?.markUnreachable(reason));
+          if (!embedded) dropSilentConnection(client, queryTimeoutMs, () => slowQueries.allowed, (reason) => health?.suspect(reason));
           done(null, client);
         },
       },
@@ -238,7 +241,7 @@ function guardConnections(orm: MikroORM<PostgreSqlDriver>, health: DatabaseHealt
       // A full pool (KnexTimeoutError) is load, not a partition.
       // Nor is a server that refuses more sessions (53300): it answered.
       const reason = databaseUnreachableReason(error);
-      if (reason && (error as { name?: unknown }).name !== 'KnexTimeoutError' && !isDatabaseBusy(error)) health.markUnreachable(reason);
+      if (reason && (error as { name?: unknown }).name !== 'KnexTimeoutError' && !isDatabaseBusy(error)) health.suspect(reason);
       throw error;
     });
   };

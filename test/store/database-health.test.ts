@@ -50,7 +50,8 @@ t.test('a query timeout marks the database unreachable; queries then fail at onc
   const first = await timed(() => store.reader().getConnection().execute('select 1'));
   t.ok(first.error, 'the query on the silent connection fails');
   t.ok(first.ms >= TIMEOUT_MS - 50 && first.ms < TIMEOUT_MS + 1000, `after the query timeout: ${first.ms} ms`);
-  t.equal(store.health.reachable, false);
+  // The timeout sets the probe off; its failure, within one probe interval, confirms the partition.
+  t.ok(await eventually(() => !store.health.reachable, TIMEOUT_MS + 1000, 10), 'confirmed by the probe');
   t.same(changes, [false]);
 
   const next = await timed(() => store.transaction((em) => em.getConnection().execute('select 1')));
@@ -74,9 +75,25 @@ t.test('a connection that cannot be opened marks it unreachable too', async (t) 
   const first = await timed(() => store.ping());
   t.ok(first.error);
   t.ok(first.ms < TIMEOUT_MS + 1000, `within the connect timeout: ${first.ms} ms`);
-  t.equal(store.health.reachable, false);
+  t.ok(await eventually(() => !store.health.reachable, TIMEOUT_MS + 1000, 10), 'confirmed by the probe');
   relay.restore();
   t.ok(await eventually(() => store.health.reachable, 3000, 20));
+});
+
+t.test('a query that is merely slow is no partition: the probe answers, nothing is marked unreachable', async (t) => {
+  const { store, changes } = await partitionable(t);
+  // Silent for twice the query timeout, on a server that answers everything else at once.
+  const slow = await timed(() => store.reader().getConnection().execute(`select pg_sleep(${(2 * TIMEOUT_MS) / 1000})`));
+  t.ok(slow.error, 'the silent query itself is dropped (a 503 for that request)');
+  t.ok(slow.ms < 2 * TIMEOUT_MS, `after the query timeout: ${slow.ms} ms`);
+  // Long enough for the probe set off by the timeout to have answered.
+  await store.ping();
+  await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS + 200));
+  t.equal(store.health.reachable, true, 'still reachable');
+  t.equal(store.health.partitions, 0, 'never marked unreachable');
+  t.same(changes, [], 'no change announced');
+  await store.ping();
+  t.pass('queries go on');
 });
 
 t.test('an idle store notices through its probe', async (t) => {
