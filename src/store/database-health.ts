@@ -1,8 +1,10 @@
 import { databaseUnreachableReason, isDatabaseBusy } from './unavailable.ts';
 
 export interface DatabaseHealthOptions {
-  /** How often the probe runs (e.g. min(query timeout, 1 s)). */
+  /** How often the probe runs (e.g. min(query timeout, 1 s)); a probe gets as long to answer. */
   probeIntervalMs: number;
+  /** How long the probe set off by a timeout gets to answer (default half an interval: requests wait for it). */
+  confirmTimeoutMs?: number;
 }
 
 /**
@@ -25,10 +27,9 @@ export class DatabaseHealth {
   private unreachableSince = 0;
   private readonly listeners = new Set<(reachable: boolean, detail: { reason: string; unreachableForMs: number }) => void>();
   private timer: NodeJS.Timeout | undefined;
-  private probing = false;
 
   constructor(
-    private readonly probe: () => Promise<void>,
+    private readonly probe: (timeoutMs?: number) => Promise<void>,
     readonly options: DatabaseHealthOptions,
   ) {}
 
@@ -60,11 +61,23 @@ export class DatabaseHealth {
     // Unwatched (the manage CLI, a cluster's first process): nothing would ever find it back.
     if (!this.reachable || !this.timer) return;
     this.suspectedReason = reason;
-    void this.runProbe();
+    void this.runProbe(this.options.confirmTimeoutMs ?? Math.max(100, Math.floor(this.options.probeIntervalMs / 2)));
   }
 
   /** Why the database was last suspected (the reason logged if the probe confirms it). */
   private suspectedReason: string | undefined;
+
+  /**
+   * While a suspicion is being checked, the probe's verdict: a request waits for it (at most the
+   * confirmation timeout) rather than send its query on a connection that may be as silent, so the
+   * first requests of a partition cost one query timeout and one confirmation, not one timeout each.
+   */
+  get pendingVerdict(): Promise<void> | undefined {
+    return this.suspectedReason !== undefined ? this.running : undefined;
+  }
+
+  /** The probe under way, if any. */
+  private running: Promise<void> | undefined;
 
   /** The probe failed: stop waiting on the database. */
   markUnreachable(reason: string): void {
@@ -79,13 +92,19 @@ export class DatabaseHealth {
     void this.runProbe();
   }
 
-  /** Runs one probe unless one is under way (the probe bounds its own wait). */
-  async runProbe(): Promise<void> {
-    if (this.probing) return;
-    this.probing = true;
+  /** Runs one probe unless one is under way (then that one's outcome counts); it bounds its own wait. */
+  runProbe(timeoutMs?: number): Promise<void> {
+    this.running ??= this.probeOnce(timeoutMs).finally(() => {
+      this.running = undefined;
+      this.suspectedReason = undefined;
+    });
+    return this.running;
+  }
+
+  private async probeOnce(timeoutMs: number | undefined): Promise<void> {
     try {
       try {
-        await this.probe();
+        await this.probe(timeoutMs);
       } catch (error) {
         // The server answered (e.g. too many connections): reachable.
         if (!isDatabaseBusy(error)) throw error;
@@ -96,9 +115,6 @@ export class DatabaseHealth {
       }
     } catch (error) {
       this.markUnreachable(this.suspectedReason ?? databaseUnreachableReason(error) ?? 'the probe query failed');
-    } finally {
-      this.suspectedReason = undefined;
-      this.probing = false;
     }
   }
 

@@ -143,7 +143,7 @@ export class Store {
     // partition, and ready again at most two intervals after it (no probe waits out a dead connection).
     const probeIntervalMs = Math.min(queryTimeoutMs > 0 ? queryTimeoutMs : DATABASE_TIMEOUT_DEFAULTS.queryTimeoutMs, 1000);
     const probe = new DatabaseProbe(orm, probeIntervalMs);
-    health = new DatabaseHealth(() => probe.run(), { probeIntervalMs });
+    health = new DatabaseHealth((timeoutMs) => probe.run(timeoutMs), { probeIntervalMs });
     if (!embedded) guardConnections(orm, health, () => slowQueries.allowed);
     return new Store(orm, embedded, embedded ? 'pglite' : 'postgresql', slowQueries, health, probe);
   }
@@ -235,7 +235,9 @@ interface PgConnection {
 function guardConnections(orm: MikroORM<PostgreSqlDriver>, health: DatabaseHealth, migrating: () => boolean): void {
   const client = orm.em.getConnection().getKnex().client as KnexClient;
   const acquire = client.acquireConnection.bind(client);
-  client.acquireConnection = () => {
+  client.acquireConnection = (): Promise<unknown> => {
+    const verdict = migrating() ? undefined : health.pendingVerdict;
+    if (verdict) return verdict.then(() => client.acquireConnection());
     if (!health.reachable && !migrating()) return Promise.reject(new DatabaseUnreachableError());
     return acquire().catch((error: unknown) => {
       // A full pool (KnexTimeoutError) is load, not a partition.
@@ -261,7 +263,7 @@ class DatabaseProbe {
     private readonly timeoutMs: number,
   ) {}
 
-  async run(): Promise<void> {
+  async run(timeoutMs = this.timeoutMs): Promise<void> {
     if (this.closed) return;
     let timer: NodeJS.Timeout | undefined;
     let timedOut = false;
@@ -270,9 +272,9 @@ class DatabaseProbe {
         // After the I/O of this loop turn: an answer that arrived while the process was busy counts.
         setImmediate(() => {
           timedOut = true;
-          reject(new Error(`database read timeout: no answer from PostgreSQL in ${this.timeoutMs} ms`));
+          reject(new Error(`database read timeout: no answer from PostgreSQL in ${timeoutMs} ms`));
         });
-      }, this.timeoutMs);
+      }, timeoutMs);
     });
     deadline.catch(() => {});
     try {
