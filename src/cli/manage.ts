@@ -69,7 +69,7 @@ const commands: Record<string, Command> = {
   async bootstrap(config) {
     if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
     const { buildApplication } = await import('../app.ts');
-    const { bootstrap } = await import('../bootstrap.ts');
+    const { bootstrap } = await import('./bootstrap.ts');
     const app = await buildApplication(config, { logger: false, keyAgreement: false });
     try {
       const result = await bootstrap(app, { adminPassword: config.adminPassword, publicUrl: config.publicUrl });

@@ -2,7 +2,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type * as CasbinModule from 'casbin';
 import type { Assertion, Model } from 'casbin';
-import { GenerationCache, type CacheStats } from '../cache.ts';
+import { GenerationCache, type CacheStats } from '../support/cache.ts';
 import {
   casbin,
   isFile,
