@@ -343,8 +343,9 @@ export class GatewayPolicy {
     if (!rules) throw new PolicyLoadError(`${modelFile}: no [policy_definition] p`, modelFile);
 
     const methods = new Set(lines.map((line) => line.fields[3]!).filter((method) => method !== '*'));
-    const byMethod = new Map<string, PathIndex>([...methods].map((method) => [method, new PathIndex()]));
-    const otherMethods = new PathIndex();
+    const nodeIds = new NodeIds();
+    const byMethod = new Map<string, PathIndex>([...methods].map((method) => [method, new PathIndex(nodeIds)]));
+    const otherMethods = new PathIndex(nodeIds);
     lines.forEach((line, position) => {
       const method = line.fields[3]!;
       if (method === '*') {
@@ -565,19 +566,24 @@ function templateMatches(template: PathTemplate, path: string[], projectId: stri
  * placeholders index as any segment; their equality is left to pathMatch.
  */
 class PathIndex {
-  private readonly root = new PathNode();
+  private readonly root: PathNode;
+
+  /** `nodeIds` numbers the nodes; indexes sharing one (a service's) never repeat an id. */
+  constructor(private readonly nodeIds: NodeIds) {
+    this.root = new PathNode(nodeIds.next());
+  }
 
   add(template: PathTemplate, position: number): void {
     let node = this.root;
     for (const segment of template.segments) {
       if (segment.kind === 'literal') {
         let child = node.literal.get(segment.value);
-        if (!child) node.literal.set(segment.value, (child = new PathNode()));
+        if (!child) node.literal.set(segment.value, (child = new PathNode(this.nodeIds.next())));
         node = child;
       } else if (segment.kind === 'rest') {
-        node = node.rest ??= new PathNode();
+        node = node.rest ??= new PathNode(this.nodeIds.next());
       } else {
-        node = node.one ??= new PathNode();
+        node = node.one ??= new PathNode(this.nodeIds.next());
       }
     }
     node.addLine(position, template.owners);
@@ -591,12 +597,18 @@ class PathIndex {
   }
 }
 
-/** Numbers every node, so a decision key can name the nodes a request reached. */
-let nodesCreated = 0;
+/** Numbers the nodes of one service's indexes, so a decision key can name the nodes a request reached. */
+class NodeIds {
+  private count = 0;
+
+  next(): number {
+    return this.count++;
+  }
+}
+
 const NO_OWNER_SETS: readonly OwnerSegment[][] = Object.freeze([]);
 
 class PathNode {
-  readonly id = nodesCreated++;
   readonly literal = new Map<string, PathNode>();
   one: PathNode | undefined;
   rest: PathNode | undefined;
@@ -604,6 +616,8 @@ class PathNode {
   readonly lines: number[] = [];
   /** The distinct owner placeholders of those lines (lines without any are not listed); shared while empty, to save memory. */
   ownerSets: readonly OwnerSegment[][] = NO_OWNER_SETS;
+
+  constructor(readonly id: number) {}
 
   addLine(position: number, owners: OwnerSegment[]): void {
     this.lines.push(position);
