@@ -25,7 +25,8 @@ import os from 'node:os';
 import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { GatewayPolicy, type PolicyDecision, type PolicyRequest } from '../src/policy/gateway-policy.ts';
+import { GatewayPolicy } from '../src/policy/gateway-policy.ts';
+import type { PolicyDecision, PolicyRequest } from '../src/policy/gateway-policy-types.ts';
 import { ROOT } from './processes.ts';
 import { writeResults } from './report.ts';
 

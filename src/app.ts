@@ -6,7 +6,7 @@ import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/typ
 import type { Logger } from 'pino';
 import { AssignmentService } from './assignment/assignment-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
-import { systemClock, type Clock } from './clock.ts';
+import { systemClock, type Clock } from './support/clock.ts';
 import type { Config } from './config.ts';
 import { Redis } from 'ioredis';
 import { AuditTrail, LogAuditSink, RedisStreamAuditSink, type AuditSink } from './events/audit.ts';
@@ -42,7 +42,7 @@ import { JwsTokenProvider } from './token/jws-provider.ts';
 import type { TokenProvider } from './token/token-provider.ts';
 import { LoginThrottle } from './token/login-throttle.ts';
 import { TokenService } from './token/token-service.ts';
-import { MemoryRateLimiter, RedisRateLimiter } from './rate-limiter.ts';
+import { MemoryRateLimiter, RedisRateLimiter } from './token/rate-limiter.ts';
 import { UuidTokenProvider } from './token/uuid-provider.ts';
 
 export interface BuildOptions {

@@ -2,7 +2,7 @@ import cluster from 'node:cluster';
 import fs from 'node:fs';
 import { pino, type Logger } from 'pino';
 import { buildApplication, type Application } from './app.ts';
-import { bootstrap, type BootstrapResult } from './bootstrap.ts';
+import { bootstrap, type BootstrapResult } from './cli/bootstrap.ts';
 import { WorkerEventBus, WorkerSupervisor, workerHeapFlags } from './cluster.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { DataDirectoryLockedError } from './store/embedded.ts';

@@ -1,10 +1,10 @@
-import { cacheRow, LoadingCache } from '../cache.ts';
+import { cacheRow, LoadingCache } from '../support/cache.ts';
 import type { AccessEpoch } from '../events/access-epoch.ts';
 import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { Revocations } from '../events/revocation.ts';
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../support/errors.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
-import { newId } from '../ids.ts';
+import { newId } from '../support/ids.ts';
 import { cleanOptions, type ResourceService } from '../resource/resource-service.ts';
 import type { EntityManager, Store } from '../store/database.ts';
 import { AssignmentEntity, ImpliedRoleEntity, RoleEntity, type AssignmentRow, type Json, type RoleRow } from '../store/entities.ts';

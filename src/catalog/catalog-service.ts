@@ -1,6 +1,6 @@
-import { GenerationCache, type CacheStats } from '../cache.ts';
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
-import { newId } from '../ids.ts';
+import { GenerationCache, type CacheStats } from '../support/cache.ts';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../support/errors.ts';
+import { newId } from '../support/ids.ts';
 import type { EntityManager, Store } from '../store/database.ts';
 import {
   EndpointEntity,

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
-import { GatewayPolicy, type PolicyRequest, type PolicyScope } from '../policy/gateway-policy.ts';
+import { GatewayPolicy } from '../policy/gateway-policy.ts';
+import type { PolicyRequest, PolicyScope } from '../policy/gateway-policy-types.ts';
 import { IdentityPolicy } from '../policy/identity-policy.ts';
 import { PolicyLoadError } from '../policy/policy-files.ts';
 import { FernetKeyRepository } from '../token/fernet-key-repository.ts';
@@ -69,7 +70,7 @@ const commands: Record<string, Command> = {
   async bootstrap(config) {
     if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
     const { buildApplication } = await import('../app.ts');
-    const { bootstrap } = await import('../bootstrap.ts');
+    const { bootstrap } = await import('./bootstrap.ts');
     const app = await buildApplication(config, { logger: false, keyAgreement: false });
     try {
       const result = await bootstrap(app, { adminPassword: config.adminPassword, publicUrl: config.publicUrl });

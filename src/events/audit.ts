@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import type { Redis } from 'ioredis';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../support/clock.ts';
 
 // Audit events in the shape Keystone sends with notification_format=cadf: an oslo.messaging
 // notification whose payload is a CADF event (pycadf's as_dict()). Events name users, projects,

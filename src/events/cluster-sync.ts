@@ -1,5 +1,5 @@
-import { systemClock, type Clock } from '../clock.ts';
-import { UnavailableError } from '../errors.ts';
+import { systemClock, type Clock } from '../support/clock.ts';
+import { UnavailableError } from '../support/errors.ts';
 import type { Store } from '../store/database.ts';
 import { DATABASE_RETRY_AFTER_SECONDS, databaseUnreachableReason, isDatabaseKnownUnreachable } from '../store/unavailable.ts';
 import type { AccessEpoch } from './access-epoch.ts';

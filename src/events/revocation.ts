@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../support/clock.ts';
 import type { EntityManager, Store } from '../store/database.ts';
 import { RevocationEventEntity, type RevocationEventRow } from '../store/entities.ts';
 

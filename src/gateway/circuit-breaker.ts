@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../support/clock.ts';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
-import { UnavailableError } from '../errors.ts';
+import { UnavailableError } from '../support/errors.ts';
 
 export interface ForwarderOptions {
   connectTimeoutMs: number;

@@ -1,4 +1,4 @@
-import { ValidationError } from '../errors.ts';
+import { ValidationError } from '../support/errors.ts';
 
 /**
  * The request target, canonicalised once. Policy is decided on `segments`, and `encodedPath` (the

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AuthenticationError, ServiceError, ValidationError } from '../errors.ts';
+import { AuthenticationError, ServiceError, ValidationError } from '../support/errors.ts';
 import type { AuditInitiator, AuditTrail, RoleAssignmentAudit } from '../events/audit.ts';
 import type { App, IdentityApi } from './context.ts';
 import { statusOf } from './errors.ts';

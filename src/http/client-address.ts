@@ -1,6 +1,6 @@
 import net from 'node:net';
 import type { IncomingHttpHeaders } from 'node:http';
-import { networkMatcher, unmappedAddress } from '../network-matcher.ts';
+import { networkMatcher, unmappedAddress } from '../support/network-matcher.ts';
 
 /** The address of the client behind a request, for rate limits and the audit trail. */
 export type ClientAddressResolver = (socketAddress: string | undefined, headers: IncomingHttpHeaders) => string;

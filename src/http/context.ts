@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AssignmentService } from '../assignment/assignment-service.ts';
 import type { CatalogService } from '../catalog/catalog-service.ts';
 import type { Config } from '../config.ts';
-import { AuthenticationError } from '../errors.ts';
+import { AuthenticationError } from '../support/errors.ts';
 import type { AuditTrail } from '../events/audit.ts';
 import type { Revocations } from '../events/revocation.ts';
 import type { ApplicationCredentialService } from '../identity/application-credential-service.ts';

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AuthenticationError, ServiceError, TooManyRequestsError, UnavailableError, type ErrorKind } from '../errors.ts';
+import { AuthenticationError, ServiceError, TooManyRequestsError, UnavailableError, type ErrorKind } from '../support/errors.ts';
 import { loggableError } from '../store/loggable-error.ts';
 import { databaseUnavailable, databaseUnreachableReason, isDatabaseKnownUnreachable } from '../store/unavailable.ts';
 import { baseUrl } from './links.ts';

@@ -128,7 +128,12 @@ export function renderEndpoint(request: FastifyRequest, endpoint: Endpoint) {
   };
 }
 
-/** Rendered catalogs by the (cached, shared) catalog they come from. */
+/**
+ * Rendered catalogs by the (cached, shared) catalog they come from. Module-level on purpose: a pure
+ * memo keyed weakly by immutable objects (a changed catalog is a new array), so it holds nothing
+ * once the key is gone and answers exactly what rendering again would; owning it per app would
+ * only thread a parameter through every renderer.
+ */
 const renderedCatalogs = new WeakMap<CatalogEntry[], ReturnType<typeof renderCatalogOnce>>();
 
 export function renderCatalog(catalog: CatalogEntry[]) {
@@ -155,7 +160,7 @@ function renderCatalogOnce(catalog: CatalogEntry[]) {
   }));
 }
 
-/** Token bodies without catalog by the (cached, shared) validated token they come from. */
+/** Token bodies without catalog by the (cached, shared, immutable) validated token they come from; module-level for the same reason. */
 const renderedTokens = new WeakMap<TokenContext, TokenBodyShape>();
 
 /** The token body (spec §2.4), with the catalog when given (scoped tokens only). */

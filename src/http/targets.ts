@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { NotFoundError } from '../errors.ts';
+import { NotFoundError } from '../support/errors.ts';
 import type { IdentityTarget } from '../policy/identity-policy.ts';
 import type { IdentityApi } from './context.ts';
 

@@ -1,9 +1,9 @@
 import type { Role } from '../assignment/assignment-service.ts';
-import { cacheRow, LoadingCache, type CacheEpoch } from '../cache.ts';
-import type { Clock } from '../clock.ts';
+import { cacheRow, LoadingCache, type CacheEpoch } from '../support/cache.ts';
+import type { Clock } from '../support/clock.ts';
 import type { AccessEpoch } from '../events/access-epoch.ts';
-import { AuthenticationError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
-import { newId } from '../ids.ts';
+import { AuthenticationError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../support/errors.ts';
+import { newId } from '../support/ids.ts';
 import type { EntityManager, Store } from '../store/database.ts';
 import {
   AccessRuleEntity,

@@ -1,9 +1,9 @@
-import { cacheRow, LoadingCache, type CacheEpoch } from '../cache.ts';
+import { cacheRow, LoadingCache, type CacheEpoch } from '../support/cache.ts';
 import type { AccessEpoch } from '../events/access-epoch.ts';
-import type { Clock } from '../clock.ts';
-import { AuthenticationError, ConflictError, NotFoundError, ValidationError } from '../errors.ts';
+import type { Clock } from '../support/clock.ts';
+import { AuthenticationError, ConflictError, NotFoundError, ValidationError } from '../support/errors.ts';
 import type { Revocations } from '../events/revocation.ts';
-import { newId } from '../ids.ts';
+import { newId } from '../support/ids.ts';
 import type { ResourceService } from '../resource/resource-service.ts';
 import { cleanOptions } from '../resource/resource-service.ts';
 import type { EntityManager, Store } from '../store/database.ts';

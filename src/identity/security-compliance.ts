@@ -1,5 +1,5 @@
 import type { SecurityCompliance } from '../config.ts';
-import { ValidationError } from '../errors.ts';
+import { ValidationError } from '../support/errors.ts';
 import type { Json, PasswordRow, UserRow } from '../store/entities.ts';
 
 const DAY_MS = 86_400_000;

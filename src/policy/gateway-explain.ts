@@ -1,4 +1,4 @@
-import type { PolicyDecision, PolicyMatch, PolicyScope } from './gateway-policy.ts';
+import type { PolicyDecision, PolicyMatch, PolicyScope } from './gateway-policy-types.ts';
 
 // The gateway's "explain" contract, shared by the gateway (which answers it) and the identity API
 // and CLI (which ask it), so neither needs to import the other.

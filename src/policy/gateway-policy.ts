@@ -2,15 +2,16 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type * as CasbinModule from 'casbin';
 import type { Assertion, Model } from 'casbin';
-import { GenerationCache, type CacheStats } from '../cache.ts';
+import { GenerationCache } from '../support/cache.ts';
+import { parseRuleFile, runPolicyFixtures } from './gateway-policy-files.ts';
+import type { GatewayPolicyOptions, PolicyDecision, PolicyExplanation, PolicyLine, PolicyMatch, PolicyRequest } from './gateway-policy-types.ts';
+import { compileTemplate, NodeIds, PathIndex, templateMatches, type OwnerSegment, type PathNode } from './path-template.ts';
 import {
   casbin,
   isFile,
   messageOf,
-  normaliseRule,
   parseModel,
   PolicyLoadError,
-  readFixtureFiles,
   readRuleFile,
   readText,
   enforceNarrowed,
@@ -23,99 +24,9 @@ import {
 } from './policy-files.ts';
 import { isShippedModel } from './shipped-matcher.ts';
 
-export type PolicyScope = 'project' | 'domain' | 'system';
-
-export interface PolicyRequest {
-  /** The service type, i.e. the first path segment at the gateway (compute, placement, ...). */
-  service: string;
-  /** Role names of the token, implied roles already expanded; never changed once passed (it is memoised). */
-  roles: string[];
-  scope: PolicyScope;
-  projectId?: string;
-  userId: string;
-  method: string;
-  /** The canonical path after the service prefix, e.g. /v2.1/abc/servers. */
-  path: string;
-}
-
-export interface PolicyDecision {
-  allowed: boolean;
-  /** the policy line that decided, as written in the file, e.g. "p, member, project, /v2.1/{project_id}/servers, GET, allow" */
-  rule?: string;
-  /** file it came from */
-  source?: string;
-  /** 1-based line number of `rule` in `source` */
-  line?: number;
-  reason: 'allowed' | 'denied by rule' | 'no rule allows' | 'unknown service';
-}
-
-export interface PolicyMatch {
-  rule: string;
-  source: string;
-  line: number;
-  effect: 'allow' | 'deny';
-}
-
-export interface PolicyExplanation extends PolicyDecision {
-  /** Every line that matched the request, allow and deny, in file order. */
-  matches: PolicyMatch[];
-}
-
-export interface PolicyFixtureCase {
-  /** The fixture file, relative to the policy directory, and the case's position in it. */
-  file: string;
-  index: number;
-  name: string;
-  request: PolicyRequest;
-  expect: 'allow' | 'deny';
-  rule?: string;
-}
-
-export interface GatewayPolicyOptions {
-  /** Bound of the decision cache (entries); 0 disables it. */
-  decisionCacheSize?: number;
-  /** Where the decision cache counts hits and misses; pass the same object to every reload so counts carry over. */
-  decisionCacheStats?: CacheStats;
-}
-
-const SCOPES = new Set(['project', 'domain', 'system', '*']);
-const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT']);
 const MODEL_FIELDS = { request: ['roles', 'scope', 'project', 'user', 'obj', 'act'], policy: ['sub', 'scope', 'obj', 'act', 'eft'] } as const;
 const SERVICE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
-const PLACEHOLDER = /^\{[A-Za-z_][A-Za-z0-9_]*\}$/;
 const DEFAULT_CACHE_SIZE = 10_000;
-
-type TemplateSegment =
-  | { kind: 'literal'; value: string }
-  | { kind: 'one' }
-  | { kind: 'project' }
-  | { kind: 'user' }
-  | { kind: 'rest' };
-
-interface PathTemplate {
-  segments: TemplateSegment[];
-  /** Position of the single '**' segment, or -1. */
-  rest: number;
-  /** The owner placeholders, located in the request path (fixed even with a '**'). */
-  owners: OwnerSegment[];
-}
-
-interface OwnerSegment {
-  kind: 'project' | 'user';
-  /** Index into the request's segments: from the start if >= 0, from the end if negative. */
-  offset: number;
-}
-
-interface PolicyLine {
-  /** [sub, scope, obj, act, eft]: the row Casbin holds. */
-  fields: string[];
-  /** The line as written (trimmed). */
-  text: string;
-  source: string;
-  line: number;
-  effect: 'allow' | 'deny';
-  template: PathTemplate;
-}
 
 interface ServicePolicy {
   name: string;
@@ -343,8 +254,9 @@ export class GatewayPolicy {
     if (!rules) throw new PolicyLoadError(`${modelFile}: no [policy_definition] p`, modelFile);
 
     const methods = new Set(lines.map((line) => line.fields[3]!).filter((method) => method !== '*'));
-    const byMethod = new Map<string, PathIndex>([...methods].map((method) => [method, new PathIndex()]));
-    const otherMethods = new PathIndex();
+    const nodeIds = new NodeIds();
+    const byMethod = new Map<string, PathIndex>([...methods].map((method) => [method, new PathIndex(nodeIds)]));
+    const otherMethods = new PathIndex(nodeIds);
     lines.forEach((line, position) => {
       const method = line.fields[3]!;
       if (method === '*') {
@@ -378,114 +290,6 @@ export class GatewayPolicy {
     }
     return service;
   }
-}
-
-/** Reads every `*.yaml`/`*.yml` fixture file of `testsDirectory`; a missing directory holds none. */
-export async function loadPolicyFixtures(testsDirectory: string): Promise<{ cases: PolicyFixtureCase[]; failures: string[] }> {
-  const { fixtures, failures } = await readFixtureFiles(testsDirectory);
-  const cases: PolicyFixtureCase[] = [];
-  for (const { label, index, value } of fixtures) {
-    const parsed = parseFixtureCase(value, label, index);
-    if (typeof parsed === 'string') failures.push(parsed);
-    else cases.push(parsed);
-  }
-  return { cases, failures };
-}
-
-/** Runs every fixture of `testsDirectory` against `policy` (uncached); each failure names file, case, expected and got. */
-export async function runPolicyFixtures(policy: GatewayPolicy, testsDirectory: string): Promise<PolicyFixtureResult> {
-  const { cases, failures } = await loadPolicyFixtures(testsDirectory);
-  const known = new Set(policy.services());
-  let passed = 0;
-  for (const fixture of cases) {
-    const where = `${fixture.file}: case ${fixture.index + 1} "${fixture.name}"`;
-    if (!known.has(fixture.request.service)) {
-      failures.push(`${where}: unknown service '${fixture.request.service}' (no ${fixture.request.service}.csv)`);
-      continue;
-    }
-    const got = policy.explain(fixture.request);
-    const gotEffect = got.allowed ? 'allow' : 'deny';
-    const decidedBy = got.rule ? `"${got.rule}" (${got.source}:${got.line})` : 'no rule';
-    const problems: string[] = [];
-    if (gotEffect !== fixture.expect) problems.push(`expected ${fixture.expect}, got ${gotEffect} (${got.reason}, decided by ${decidedBy})`);
-    if (fixture.rule !== undefined && normaliseRule(fixture.rule) !== (got.rule ? normaliseRule(got.rule) : undefined)) {
-      problems.push(`expected rule "${fixture.rule}", got ${decidedBy}`);
-    }
-    if (problems.length === 0) passed++;
-    else failures.push(`${where}: ${problems.join('; ')}`);
-  }
-  return { passed, failures };
-}
-
-// ---- rule files -------------------------------------------------------------------------------
-
-function parseRuleFile(text: string, file: string, source: string): PolicyLine[] {
-  const lines: PolicyLine[] = [];
-  const firstSeen = new Map<string, number>();
-  text.split('\n').forEach((raw, index) => {
-    const lineNumber = index + 1;
-    const text = raw.trim();
-    if (text === '' || text.startsWith('#')) return;
-    const fail = (problem: string): never => {
-      throw new PolicyLoadError(`${file}:${lineNumber}: ${problem}: ${text}`, file, lineNumber);
-    };
-    const fields = text.split(',').map((field) => field.trim());
-    if (fields[0] !== 'p') fail(`only 'p' lines are allowed (roles arrive with implied roles expanded)`);
-    const values = fields.slice(1);
-    if (values.length !== 5) fail(`expected 5 fields after 'p' (sub, scope, path, method, effect), found ${values.length}`);
-    const [, scope, template, method, effect] = values as [string, string, string, string, string];
-    if (values.some((value) => value === '')) fail('empty field');
-    if (values.some((value) => value.includes('"'))) fail('quotes are not supported');
-    if (!SCOPES.has(scope)) fail(`unknown scope '${scope}' (expected project, domain, system or *)`);
-    if (method !== '*' && !METHODS.has(method)) fail(`unknown method '${method}' (expected an upper-case HTTP method or *)`);
-    if (effect !== 'allow' && effect !== 'deny') fail(`effect must be allow or deny, not '${effect}'`);
-    const compiled = compileTemplate(template);
-    if (typeof compiled === 'string') fail(compiled);
-    const key = rowKey(values);
-    const duplicate = firstSeen.get(key);
-    if (duplicate !== undefined) fail(`duplicate of line ${duplicate}`);
-    firstSeen.set(key, lineNumber);
-    lines.push({ fields: values, text, source, line: lineNumber, effect: effect as 'allow' | 'deny', template: compiled as PathTemplate });
-  });
-  return lines;
-}
-
-/** Compiles a path template, or returns why it is invalid. */
-function compileTemplate(template: string): PathTemplate | string {
-  if (!template.startsWith('/')) return `path template '${template}' must start with '/'`;
-  const parts = template.slice(1).split('/');
-  const segments: TemplateSegment[] = [];
-  const ownerPositions: { kind: OwnerSegment['kind']; position: number }[] = [];
-  let rest = -1;
-  for (const [position, part] of parts.entries()) {
-    // An empty part is only the root template '/' or a deliberate trailing slash.
-    if (part === '' && position !== parts.length - 1) return `path template '${template}' has an empty segment`;
-    if (part === '**') {
-      if (rest !== -1) return `path template '${template}' may use '**' only once`;
-      rest = position;
-      segments.push({ kind: 'rest' });
-    } else if (part === '*') {
-      segments.push({ kind: 'one' });
-    } else if (part === '{project_id}') {
-      segments.push({ kind: 'project' });
-      ownerPositions.push({ kind: 'project', position });
-    } else if (part === '{user_id}') {
-      segments.push({ kind: 'user' });
-      ownerPositions.push({ kind: 'user', position });
-    } else if (PLACEHOLDER.test(part)) {
-      segments.push({ kind: 'one' });
-    } else if (/[*{}]/.test(part)) {
-      return `path template '${template}': '*', '**' and '{name}' must be whole segments (in '${part}')`;
-    } else {
-      segments.push({ kind: 'literal', value: part });
-    }
-  }
-  // After a '**' a segment sits at a fixed distance from the end of the path.
-  const owners = ownerPositions.map(({ kind, position }) => ({
-    kind,
-    offset: rest !== -1 && position > rest ? position - segments.length : position,
-  }));
-  return { segments, rest, owners };
 }
 
 /** Whether every owner placeholder of a candidate's template holds the token's own id. */
@@ -526,106 +330,6 @@ function mergeAscending(first: readonly number[], second: readonly number[]): nu
     merged[at] = to >= second.length || (from < first.length && first[from]! < second[to]!) ? first[from++]! : second[to++]!;
   }
   return merged;
-}
-
-function segmentMatches(segment: TemplateSegment, value: string, projectId: string, userId: string): boolean {
-  switch (segment.kind) {
-    case 'literal':
-      return value === segment.value;
-    case 'one':
-      return value !== '';
-    case 'project':
-      return value !== '' && value === projectId;
-    case 'user':
-      return value !== '' && value === userId;
-    case 'rest':
-      return true;
-  }
-}
-
-function templateMatches(template: PathTemplate, path: string[], projectId: string, userId: string): boolean {
-  const { segments, rest } = template;
-  if (rest === -1) {
-    if (segments.length !== path.length) return false;
-    for (let i = 0; i < segments.length; i++) if (!segmentMatches(segments[i]!, path[i]!, projectId, userId)) return false;
-    return true;
-  }
-  const suffix = segments.length - rest - 1;
-  if (path.length < rest + suffix) return false;
-  for (let i = 0; i < rest; i++) if (!segmentMatches(segments[i]!, path[i]!, projectId, userId)) return false;
-  for (let k = 1; k <= suffix; k++) {
-    if (!segmentMatches(segments[segments.length - k]!, path[path.length - k]!, projectId, userId)) return false;
-  }
-  return true;
-}
-
-/**
- * A segment trie over one method's templates: finds the lines whose template has the request
- * path's shape, so the matcher evaluates a handful of lines instead of the whole file. Owner
- * placeholders index as any segment; their equality is left to pathMatch.
- */
-class PathIndex {
-  private readonly root = new PathNode();
-
-  add(template: PathTemplate, position: number): void {
-    let node = this.root;
-    for (const segment of template.segments) {
-      if (segment.kind === 'literal') {
-        let child = node.literal.get(segment.value);
-        if (!child) node.literal.set(segment.value, (child = new PathNode()));
-        node = child;
-      } else if (segment.kind === 'rest') {
-        node = node.rest ??= new PathNode();
-      } else {
-        node = node.one ??= new PathNode();
-      }
-    }
-    node.addLine(position, template.owners);
-  }
-
-  /** The nodes holding the lines whose template can match `path`. */
-  candidateNodes(path: string[]): PathNode[] {
-    const found: PathNode[] = [];
-    collect(this.root, path, 0, found);
-    return found;
-  }
-}
-
-/** Numbers every node, so a decision key can name the nodes a request reached. */
-let nodesCreated = 0;
-const NO_OWNER_SETS: readonly OwnerSegment[][] = Object.freeze([]);
-
-class PathNode {
-  readonly id = nodesCreated++;
-  readonly literal = new Map<string, PathNode>();
-  one: PathNode | undefined;
-  rest: PathNode | undefined;
-  /** Positions of the lines whose template ends here, ascending (they are added in file order). */
-  readonly lines: number[] = [];
-  /** The distinct owner placeholders of those lines (lines without any are not listed); shared while empty, to save memory. */
-  ownerSets: readonly OwnerSegment[][] = NO_OWNER_SETS;
-
-  addLine(position: number, owners: OwnerSegment[]): void {
-    this.lines.push(position);
-    if (owners.length > 0 && !this.ownerSets.some((known) => sameOwners(known, owners))) this.ownerSets = [...this.ownerSets, owners];
-  }
-}
-
-function sameOwners(first: OwnerSegment[], second: OwnerSegment[]): boolean {
-  return first.length === second.length && first.every((owner, at) => owner.kind === second[at]!.kind && owner.offset === second[at]!.offset);
-}
-
-function collect(node: PathNode, path: string[], position: number, found: PathNode[]): void {
-  if (position === path.length) {
-    if (node.lines.length > 0) found.push(node);
-  } else {
-    const segment = path[position]!;
-    const literal = node.literal.get(segment);
-    if (literal) collect(literal, path, position + 1, found);
-    if (node.one && segment !== '') collect(node.one, path, position + 1, found);
-  }
-  // A template holds at most one '**', so below it every walk is linear.
-  if (node.rest) for (let next = position; next <= path.length; next++) collect(node.rest, path, next, found);
 }
 
 // ---- Casbin plumbing --------------------------------------------------------------------------
@@ -702,54 +406,4 @@ function pathMatcher(lines: PolicyLine[]): (obj: string, template: string, proje
 
 function lineDecision(allowed: boolean, reason: PolicyDecision['reason'], line: PolicyLine): PolicyDecision {
   return Object.freeze({ allowed, reason, rule: line.text, source: line.source, line: line.line });
-}
-
-function parseFixtureCase(raw: unknown, file: string, index: number): PolicyFixtureCase | string {
-  const where = `${file}: case ${index + 1}`;
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return `${where}: expected a mapping`;
-  const value = raw as Record<string, unknown>;
-  const name = typeof value.name === 'string' && value.name !== '' ? value.name : undefined;
-  const label = name ? `${where} "${name}"` : where;
-  const text = (field: string, optional = false): string | undefined | Error => {
-    const found = value[field];
-    if (found === undefined && optional) return undefined;
-    if (typeof found === 'number') return String(found);
-    if (typeof found !== 'string' || found === '') return new Error(`'${field}' must be a non-empty string`);
-    return found;
-  };
-  const fields = {
-    service: text('service'),
-    scope: text('scope'),
-    method: text('method'),
-    path: text('path'),
-    expect: text('expect'),
-    projectId: text('project_id', true),
-    userId: text('user_id', true),
-    rule: text('rule', true),
-  };
-  if (!name) return `${label}: 'name' must be a non-empty string`;
-  for (const [field, found] of Object.entries(fields)) if (found instanceof Error) return `${label}: ${found.message} (${field})`;
-  const roles = value.roles;
-  if (!Array.isArray(roles) || !roles.every((role) => typeof role === 'string')) return `${label}: 'roles' must be a list of strings`;
-  const scope = fields.scope as string;
-  if (scope !== 'project' && scope !== 'domain' && scope !== 'system') return `${label}: 'scope' must be project, domain or system`;
-  const method = fields.method as string;
-  if (!METHODS.has(method)) return `${label}: 'method' must be an upper-case HTTP method`;
-  const expect = fields.expect as string;
-  if (expect !== 'allow' && expect !== 'deny') return `${label}: 'expect' must be allow or deny`;
-  const known = new Set(['name', 'service', 'roles', 'scope', 'project_id', 'user_id', 'method', 'path', 'expect', 'rule']);
-  const unknown = Object.keys(value).filter((key) => !known.has(key));
-  if (unknown.length > 0) return `${label}: unknown field(s) ${unknown.join(', ')}`;
-  const request: PolicyRequest = {
-    service: fields.service as string,
-    roles: roles as string[],
-    scope,
-    userId: (fields.userId as string | undefined) ?? '',
-    method,
-    path: fields.path as string,
-  };
-  if (fields.projectId !== undefined) request.projectId = fields.projectId as string;
-  const fixture: PolicyFixtureCase = { file, index, name, request, expect };
-  if (fields.rule !== undefined) fixture.rule = fields.rule as string;
-  return fixture;
 }

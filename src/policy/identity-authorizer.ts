@@ -1,4 +1,4 @@
-import { ForbiddenError } from '../errors.ts';
+import { ForbiddenError } from '../support/errors.ts';
 import type { TokenContext } from '../token/token-service.ts';
 import type { IdentityDecision, IdentityPolicy, IdentitySubject, IdentityTarget } from './identity-policy.ts';
 

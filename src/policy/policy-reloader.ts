@@ -1,6 +1,7 @@
 import { existsSync, watch, type FSWatcher } from 'node:fs';
 import path from 'node:path';
-import { GatewayPolicy, type GatewayPolicyOptions } from './gateway-policy.ts';
+import { GatewayPolicy } from './gateway-policy.ts';
+import type { GatewayPolicyOptions } from './gateway-policy-types.ts';
 import { PolicyLoadError, type PolicyFixtureResult } from './policy-files.ts';
 
 /** What the reloader needs of a policy: its fixtures, and a summary for the log. */

@@ -1,8 +1,8 @@
-import { cacheRow, LoadingCache, type CacheEpoch } from '../cache.ts';
-import type { Clock } from '../clock.ts';
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.ts';
+import { cacheRow, LoadingCache, type CacheEpoch } from '../support/cache.ts';
+import type { Clock } from '../support/clock.ts';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../support/errors.ts';
 import type { Revocations } from '../events/revocation.ts';
-import { newId } from '../ids.ts';
+import { newId } from '../support/ids.ts';
 import type { EntityManager, Store } from '../store/database.ts';
 import type { Json, ProjectRow } from '../store/entities.ts';
 import { isUniqueViolation, type StringMatch } from '../store/filters.ts';

@@ -1,4 +1,4 @@
-import { UnavailableError } from '../errors.ts';
+import { UnavailableError } from '../support/errors.ts';
 
 // Socket errors of the driver when PostgreSQL cannot be reached or the connection breaks.
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);

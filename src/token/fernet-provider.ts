@@ -1,4 +1,4 @@
-import { NotFoundError } from '../errors.ts';
+import { NotFoundError } from '../support/errors.ts';
 import { FernetKeys, InvalidFernetTokenError } from './fernet.ts';
 import { fernetFingerprints, type KeySetFingerprints } from './key-agreement.ts';
 import type { FernetKeySource } from './key-source.ts';

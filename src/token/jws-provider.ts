@@ -1,5 +1,5 @@
 import { calculateJwkThumbprint, compactVerify, exportJWK, importPKCS8, importSPKI, SignJWT, type JWK } from 'jose';
-import { NotFoundError } from '../errors.ts';
+import { NotFoundError } from '../support/errors.ts';
 import type { TokenPayload } from './fernet-payload.ts';
 import { jwsFingerprints, type KeySetFingerprints } from './key-agreement.ts';
 import type { JwsKeySource } from './key-source.ts';

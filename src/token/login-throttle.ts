@@ -1,7 +1,7 @@
 import net from 'node:net';
 import type { AuthRateLimit } from '../config.ts';
-import { TooManyRequestsError } from '../errors.ts';
-import type { RateDecision, RateLimiter } from '../rate-limiter.ts';
+import { TooManyRequestsError } from '../support/errors.ts';
+import type { RateDecision, RateLimiter } from './rate-limiter.ts';
 import type { UserReference } from '../identity/identity-service.ts';
 import type { AuthRequest, NameOrId } from './token-service.ts';
 

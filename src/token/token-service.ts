@@ -1,12 +1,12 @@
 import type { AssignmentService, Role } from '../assignment/assignment-service.ts';
 import { SYSTEM_TARGET_ID } from '../assignment/assignment-service.ts';
-import type { Clock } from '../clock.ts';
-import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../errors.ts';
+import type { Clock } from '../support/clock.ts';
+import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../support/errors.ts';
 import type { Revocations } from '../events/revocation.ts';
 import type { AccessRule, ApplicationCredential, ApplicationCredentialService } from '../identity/application-credential-service.ts';
 import type { IdentityService, User, UserReference } from '../identity/identity-service.ts';
 import type { ResourceService } from '../resource/resource-service.ts';
-import { GenerationCache } from '../cache.ts';
+import { GenerationCache } from '../support/cache.ts';
 import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { RevocableToken } from '../events/revocation.ts';
 import type { Store } from '../store/database.ts';

@@ -1,5 +1,5 @@
-import { NotFoundError } from '../errors.ts';
-import { newId } from '../ids.ts';
+import { NotFoundError } from '../support/errors.ts';
+import { newId } from '../support/ids.ts';
 import type { Store } from '../store/database.ts';
 import { TokenEntity, type Json } from '../store/entities.ts';
 import type { TokenPayload } from './fernet-payload.ts';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApplication, type Application } from '../../src/app.ts';
-import { bootstrap } from '../../src/bootstrap.ts';
+import { bootstrap } from '../../src/cli/bootstrap.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { ManualClock } from './clock.ts';
 import { createTestDatabase } from './database.ts';

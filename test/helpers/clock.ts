@@ -1,4 +1,4 @@
-import type { Clock } from '../../src/clock.ts';
+import type { Clock } from '../../src/support/clock.ts';
 
 /** A clock the test moves by hand. */
 export class ManualClock implements Clock {

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import t from 'tap';
-import { networkMatcher } from '../../src/network-matcher.ts';
+import { networkMatcher } from '../../src/support/network-matcher.ts';
 import { MetricsRegistry } from '../../src/metrics/registry.ts';
 import { ServiceMetrics } from '../../src/metrics/service-metrics.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { GatewayPolicy, type PolicyRequest } from '../../src/policy/gateway-policy.ts';
+import { GatewayPolicy } from '../../src/policy/gateway-policy.ts';
+import type { PolicyRequest } from '../../src/policy/gateway-policy-types.ts';
 import { PolicyLoadError } from '../../src/policy/policy-files.ts';
 import { policyDirectory, ruleFile, shippedModel, shippedPolicyDirectory } from './policy-directory.ts';
 

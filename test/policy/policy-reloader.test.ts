@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { GatewayPolicy, type PolicyRequest } from '../../src/policy/gateway-policy.ts';
+import { GatewayPolicy } from '../../src/policy/gateway-policy.ts';
+import type { PolicyRequest } from '../../src/policy/gateway-policy-types.ts';
 import { PolicyLoadError } from '../../src/policy/policy-files.ts';
 import { PolicyReloader, type PolicyReloaderLog } from '../../src/policy/policy-reloader.ts';
 import { policyDirectory, ruleFile, shippedModel, writePolicyFiles } from './policy-directory.ts';

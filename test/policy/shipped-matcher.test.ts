@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { GatewayPolicy, type PolicyRequest, type PolicyScope } from '../../src/policy/gateway-policy.ts';
+import { GatewayPolicy } from '../../src/policy/gateway-policy.ts';
+import type { PolicyRequest, PolicyScope } from '../../src/policy/gateway-policy-types.ts';
 import { policyDirectory, ruleFile, shippedModel, shippedPolicyDirectory } from './policy-directory.ts';
 
 // The gateway evaluates the shipped model.conf in plain JavaScript and any other model through

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { DriverException, UniqueConstraintViolationException } from '@mikro-orm/core';
-import { UnavailableError } from '../../src/errors.ts';
+import { UnavailableError } from '../../src/support/errors.ts';
 import { databaseUnavailable, databaseUnreachableReason } from '../../src/store/unavailable.ts';
 
 // Error shapes as pg, knex and MikroORM produce them (the e2e fault tests meet the real ones).

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import t from 'tap';
 import { buildApplication, type Application } from '../../src/app.ts';
-import { bootstrap } from '../../src/bootstrap.ts';
+import { bootstrap } from '../../src/cli/bootstrap.ts';
 import { loadConfig } from '../../src/config.ts';
 import type { ClusterMessage, EventBus } from '../../src/events/event-bus.ts';
 import { Store } from '../../src/store/database.ts';

@@ -5,7 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import t from 'tap';
 import { buildApplication, type Application } from '../../src/app.ts';
-import { bootstrap } from '../../src/bootstrap.ts';
+import { bootstrap } from '../../src/cli/bootstrap.ts';
 import { loadConfig } from '../../src/config.ts';
 import { Store } from '../../src/store/database.ts';
 import { FernetKeyRepository } from '../../src/token/fernet-key-repository.ts';

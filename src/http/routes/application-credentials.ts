@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { ValidationError } from '../../errors.ts';
+import { ValidationError } from '../../support/errors.ts';
 import type { AccessRule, ApplicationCredential } from '../../identity/application-credential-service.ts';
 import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks, selfLink } from '../links.ts';

@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
-import { ForbiddenError, NotFoundError, ValidationError } from '../../errors.ts';
+import { ForbiddenError, NotFoundError, ValidationError } from '../../support/errors.ts';
 import { JwsTokenProvider } from '../../token/jws-provider.ts';
 import type { AuthRequest, TokenContext } from '../../token/token-service.ts';
 import { auditAuthenticationFailure, auditInitiator } from '../audit.ts';

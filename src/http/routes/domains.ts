@@ -1,4 +1,4 @@
-import { ValidationError } from '../../errors.ts';
+import { ValidationError } from '../../support/errors.ts';
 import { authorize, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
 import { booleanFilter, stringMatches, type Query } from '../query.ts';

@@ -1,4 +1,4 @@
-import { ValidationError } from '../../errors.ts';
+import { ValidationError } from '../../support/errors.ts';
 import { authorize, type App, type IdentityApi } from '../context.ts';
 import { GatewayExplainBody, GatewayExplanationBody } from '../schemas.ts';
 

@@ -1,4 +1,4 @@
-import { networkMatcher } from '../../network-matcher.ts';
+import { networkMatcher } from '../../support/network-matcher.ts';
 import { CONTENT_TYPE } from '../../metrics/registry.ts';
 import type { ServiceMetrics } from '../../metrics/service-metrics.ts';
 import type { App } from '../context.ts';

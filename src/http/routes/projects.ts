@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { NotFoundError } from '../../errors.ts';
+import { NotFoundError } from '../../support/errors.ts';
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { baseUrl } from '../links.ts';
 import { sendList } from '../list-stream.ts';

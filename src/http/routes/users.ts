@@ -8,7 +8,7 @@ import { booleanFilter, stringMatches, stringParameter, type Query } from '../qu
 import { renderGroup, renderProject, renderUser } from '../render.ts';
 import { GroupEntity, PasswordChange, ProjectEntity, UserCreate, UserEntity, UserUpdate, many, one, params } from '../schemas.ts';
 import { Type } from 'typebox';
-import { ValidationError } from '../../errors.ts';
+import { ValidationError } from '../../support/errors.ts';
 
 const USER_FIELDS = ['id', 'name', 'domain_id', 'password', 'enabled', 'default_project_id', 'options', 'links', 'extra', 'password_expires_at'] as const;
 const Params = params('user_id');

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { Clock } from './clock.ts';
+import type { Clock } from '../support/clock.ts';
 
 /**
  * Sliding-window counters: the count of the current fixed window plus the previous window's count

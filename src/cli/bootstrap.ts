@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import type { Application } from './app.ts';
-import { SYSTEM_TARGET_ID, type Role } from './assignment/assignment-service.ts';
-import { AuthenticationError } from './errors.ts';
-import { DEFAULT_DOMAIN_ID } from './resource/resource-service.ts';
+import type { Application } from '../app.ts';
+import { SYSTEM_TARGET_ID, type Role } from '../assignment/assignment-service.ts';
+import { AuthenticationError } from '../support/errors.ts';
+import { DEFAULT_DOMAIN_ID } from '../resource/resource-service.ts';
 
 export interface BootstrapOptions {
   /** The admin's password; when absent a new admin gets a generated one. */

@@ -1,7 +1,7 @@
 import t from 'tap';
-import { bootstrap } from '../src/bootstrap.ts';
-import { AssignmentEntity, EndpointEntity, ProjectEntity, RoleEntity, UserEntity } from '../src/store/entities.ts';
-import { ADMIN_PASSWORD, startTestApp } from './helpers/app.ts';
+import { bootstrap } from '../../src/cli/bootstrap.ts';
+import { AssignmentEntity, EndpointEntity, ProjectEntity, RoleEntity, UserEntity } from '../../src/store/entities.ts';
+import { ADMIN_PASSWORD, startTestApp } from '../helpers/app.ts';
 
 t.test('bootstrap seeds what Keystone seeds, and is idempotent', async (t) => {
   const { app, call, login } = await startTestApp(t);

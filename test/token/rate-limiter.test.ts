@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
 import t from 'tap';
-import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../src/rate-limiter.ts';
-import { ManualClock } from './helpers/clock.ts';
-import { TEST_REDIS_URL, testRedis } from './helpers/redis.ts';
+import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../../src/token/rate-limiter.ts';
+import { ManualClock } from '../helpers/clock.ts';
+import { TEST_REDIS_URL, testRedis } from '../helpers/redis.ts';
 
 const WINDOW = 60_000;
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { GenerationCache, LoadingCache } from '../src/cache.js';
+import { GenerationCache, LoadingCache } from '../../src/support/cache.js';
 
 t.test('GenerationCache: a bounded LRU whose older generations are misses', async (t) => {
   let generation = 1;
