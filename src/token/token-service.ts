@@ -10,7 +10,7 @@ import { GenerationCache } from '../support/cache.ts';
 import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { RevocableToken } from '../events/revocation.ts';
 import type { Store } from '../store/database.ts';
-import { isDatabaseUnreachable } from '../store/unavailable.ts';
+import { isDatabaseKnownUnreachable, isDatabaseUnreachable } from '../store/unavailable.ts';
 import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS } from './fernet-provider.ts';
 import type { TokenProvider } from './token-provider.ts';
@@ -336,6 +336,19 @@ export class TokenService {
    * (NotFoundError) with Keystone's texts; callers using it as X-Auth-Token turn that into 401.
    */
   async validate(token: string, options: ValidateOptions = {}): Promise<TokenContext> {
+    try {
+      return await this.validateOnce(token, options);
+    } catch (error) {
+      // The database failed before this node knew it was unreachable (the probe was still deciding):
+      // once it is known, answer as during a partition, from what this node holds.
+      if (!isDatabaseUnreachable(error) || isDatabaseKnownUnreachable(error)) throw error;
+      await this.store.health.pendingVerdict;
+      if (this.store.health.reachable) throw error;
+      return this.validateOnce(token, options);
+    }
+  }
+
+  private async validateOnce(token: string, options: ValidateOptions): Promise<TokenContext> {
     const generation = this.sync.generation;
     // The cached context is the same whether expiry is allowed (a privileged service token): only
     // the expiry check differs, so such validations use the cache, and last known answers, as well.
