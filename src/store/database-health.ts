@@ -10,9 +10,9 @@ export interface DatabaseHealthOptions {
 /**
  * Whether the database can be reached, as far as this node knows. A partition ends no connection:
  * only timeouts tell, and every request waiting out its own would turn the node into a queue. So the
- * first query timeout or failed connection sets the probe off at once, and its failure (within one
- * probe interval) marks the database unreachable; from then on queries
- * fail at once (DatabaseUnreachableError → 503) and caches serve what they hold, while one probe
+ * first query timeout or failed connection sets the probe off at once (half an interval to answer,
+ * or the probe already under way), requests wait for its verdict, and only its failure marks the
+ * database unreachable; from then on queries fail at once (DatabaseUnreachableError → 503) and caches serve what they hold, while one probe
  * (a `select 1` on its own connection, every interval) decides when it is back. The probe also runs
  * while the database is reachable, so an idle node notices a partition too.
  */

@@ -229,8 +229,9 @@ interface PgConnection {
 
 /**
  * Every pooled query and transaction asks the knex client for a connection: while the database is
- * known unreachable it is refused at once (no wait on a pool of dead ends), and a connection that
- * could not be opened marks the database unreachable. Migrations (slow queries allowed) are left be.
+ * known unreachable it is refused at once (no wait on a pool of dead ends), while the probe decides a
+ * suspicion it waits for the verdict, and a connection that could not be opened sets the probe off.
+ * Migrations (slow queries allowed) are left be.
  */
 function guardConnections(orm: MikroORM<PostgreSqlDriver>, health: DatabaseHealth, migrating: () => boolean): void {
   const client = orm.em.getConnection().getKnex().client as KnexClient;

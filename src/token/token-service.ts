@@ -10,7 +10,7 @@ import { GenerationCache } from '../support/cache.ts';
 import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { RevocableToken } from '../events/revocation.ts';
 import type { Store } from '../store/database.ts';
-import { isDatabaseKnownUnreachable, isDatabaseUnreachable } from '../store/unavailable.ts';
+import { isDatabaseUnreachable } from '../store/unavailable.ts';
 import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS } from './fernet-provider.ts';
 import type { TokenProvider } from './token-provider.ts';
@@ -336,12 +336,14 @@ export class TokenService {
    * (NotFoundError) with Keystone's texts; callers using it as X-Auth-Token turn that into 401.
    */
   async validate(token: string, options: ValidateOptions = {}): Promise<TokenContext> {
+    const wasReachable = this.store.health.reachable;
     try {
       return await this.validateOnce(token, options);
     } catch (error) {
-      // The database failed before this node knew it was unreachable (the probe was still deciding):
-      // once it is known, answer as during a partition, from what this node holds.
-      if (!isDatabaseUnreachable(error) || isDatabaseKnownUnreachable(error)) throw error;
+      // The database failed while this node still took it for reachable (its own query timed out, or
+      // it waited for the probe's verdict): once the partition is known, answer as during one, from
+      // what this node holds.
+      if (!wasReachable || !isDatabaseUnreachable(error)) throw error;
       await this.store.health.pendingVerdict;
       if (this.store.health.reachable) throw error;
       return this.validateOnce(token, options);
