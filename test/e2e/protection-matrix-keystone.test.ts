@@ -1,18 +1,9 @@
 import t from 'tap';
 import { buildMatrixWorld, expectedVerdict, IdentityClient, PERSONAS, PROTECTION_MATRIX, runCell } from '../helpers/protection-matrix.ts';
+import { PEER_PASSWORD, PEER_URL, peerUp } from '../helpers/keystone-peer.ts';
 
 // The protection matrix against the real Keystone 22 (../shared/peers/keystone/start.sh): the table
 // this service is tested with must be what Keystone does, cell by cell. Skipped without a peer.
-const PEER_URL = process.env.KEYSTONE_PEER_URL ?? 'http://127.0.0.1:15000';
-const PEER_PASSWORD = process.env.KEYSTONE_PEER_PASSWORD ?? 'admin-secret';
-
-async function peerUp(): Promise<boolean> {
-  try {
-    return (await fetch(`${PEER_URL}/v3`, { signal: AbortSignal.timeout(2000) })).status === 200;
-  } catch {
-    return false;
-  }
-}
 
 // ~1,150 cells, each a request to Keystone (and fresh entities): far more than the default file timeout.
 t.setTimeout(900_000);

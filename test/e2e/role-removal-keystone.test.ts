@@ -1,20 +1,11 @@
 import t, { type Test } from 'tap';
 import { ADMIN_PASSWORD, startTestApp } from '../helpers/app.ts';
 import { call, passwordAuth, type Answer } from '../helpers/keystone-client.ts';
+import { PEER_PASSWORD, PEER_URL, peerUp } from '../helpers/keystone-peer.ts';
 
 // Role removal and same-second revocation, over HTTP, against this service and against the real
 // Keystone 22 (../shared/peers/keystone/start.sh; that half is skipped without a peer). The steps
 // are the same; the answers must be the same except where README's compatibility notes say why.
-const PEER_URL = process.env.KEYSTONE_PEER_URL ?? 'http://127.0.0.1:15000';
-const PEER_PASSWORD = process.env.KEYSTONE_PEER_PASSWORD ?? 'admin-secret';
-
-async function peerUp(): Promise<boolean> {
-  try {
-    return (await fetch(`${PEER_URL}/v3`, { signal: AbortSignal.timeout(2000) })).status === 200;
-  } catch {
-    return false;
-  }
-}
 
 interface Observed {
   /** After `member` is removed from a user with member and reader. */

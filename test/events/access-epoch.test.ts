@@ -12,6 +12,7 @@ import { ManualClock } from '../helpers/clock.ts';
 import { LOCAL_POSTGRES } from '../helpers/database.ts';
 import { waitFor } from '../helpers/processes.ts';
 import { TEST_REDIS_URL, testRedis } from '../helpers/redis.ts';
+import { FakeBus } from '../helpers/event-bus.ts';
 
 // A change that takes roles away without a revocation event (one of several roles removed) reaches
 // the other nodes through its Redis message, which is best effort; the access_epoch counter it bumps
@@ -67,20 +68,6 @@ t.test('a node that missed the message of a role removal re-reads roles within a
 });
 
 // ---- a node cut off from the database ------------------------------------------------------
-
-class FakeBus implements EventBus {
-  connected = true;
-  linksNodes = true;
-  published: ClusterMessage[] = [];
-  handlers: Parameters<EventBus['subscribe']>[0] | undefined;
-  publish(message: ClusterMessage): void {
-    this.published.push(message);
-  }
-  subscribe(handlers: Parameters<EventBus['subscribe']>[0]): void {
-    this.handlers = handlers;
-  }
-  async close(): Promise<void> {}
-}
 
 t.test('while the database is unreachable, a newer access epoch from another node stops last-known validations until it is back', async (t) => {
   const listeners: ((em: EntityManager) => void)[] = [];

@@ -5,24 +5,11 @@ import type { RevocationEvent, Revocations } from '../../src/events/revocation.t
 import type { EntityManager, Store } from '../../src/store/database.ts';
 import { DatabaseHealth } from '../../src/store/database-health.ts';
 import { ManualClock } from '../helpers/clock.ts';
+import { FakeBus } from '../helpers/event-bus.ts';
 
 // ClusterSync's decisions with the database and Redis replaced by controllable stand-ins (the e2e
 // tests faults.test.ts and nodes.test.ts run the real ones): what it publishes, when validations
 // may use caches, and that a failed catch-up after another node's revocation fails closed.
-
-class FakeBus implements EventBus {
-  connected = true;
-  linksNodes = true;
-  published: ClusterMessage[] = [];
-  handlers: Parameters<EventBus['subscribe']>[0] | undefined;
-  publish(message: ClusterMessage): void {
-    this.published.push(message);
-  }
-  subscribe(handlers: Parameters<EventBus['subscribe']>[0]): void {
-    this.handlers = handlers;
-  }
-  async close(): Promise<void> {}
-}
 
 /** catchUp() calls wait for release(); each resolves or rejects as the test says. */
 class FakeRevocations {
