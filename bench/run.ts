@@ -68,17 +68,19 @@ function measureBcrypt(): BcryptLimit {
   return { cost, hashMs: Math.round(best * 10) / 10, cores, limitPerSecond: Math.round((cores / (best / 1000)) * 10) / 10 };
 }
 
-/** The gateway policy for the run: the shipped model and rules plus the `bench` service's rules. */
-function writePolicyDirectory(): string {
+/**
+ * The gateway policy for the run: the shipped model and rules plus the `bench` service's rules.
+ * `stricter`: the same without the member rule (BENCH_SHADOW's shadow policy, which then disagrees
+ * with the live one on every gateway request: the most a shadow costs).
+ */
+function writePolicyDirectory(stricter = false): string {
   const directory = tempDirectory('kg-bench-policy-');
   const source = path.join(ROOT, 'policies');
   for (const file of readdirSync(source)) {
     if (file === 'model.conf' || file.endsWith('.csv')) copyFileSync(path.join(source, file), path.join(directory, file));
   }
-  writeFileSync(
-    path.join(directory, 'bench.csv'),
-    ['# Written by bench/run.ts for the gateway scenario.', 'p, member, project, /v1/{project_id}/things, GET, allow', 'p, admin, *, /**, *, allow', ''].join('\n'),
-  );
+  const memberRule = stricter ? [] : ['p, member, project, /v1/{project_id}/things, GET, allow'];
+  writeFileSync(path.join(directory, 'bench.csv'), ['# Written by bench/run.ts for the gateway scenario.', ...memberRule, 'p, admin, *, /**, *, allow', ''].join('\n'));
   return directory;
 }
 
@@ -149,7 +151,9 @@ async function main(): Promise<number> {
     const adminPassword = `bench-${randomBytes(12).toString('hex')}`;
     admin = { username: 'admin', password: adminPassword, projectName: 'admin', userDomainName: 'Default', projectDomainName: 'Default' };
     const databaseUrl = databaseServer ? await createDatabase(databaseServer) : undefined;
-    const service = await startService({ adminPassword, policyDirectory: writePolicyDirectory(), ...(databaseUrl ? { databaseUrl } : {}) });
+    // BENCH_SHADOW=1: a shadow policy beside the live one (its cost on the gateway path).
+    const shadow = process.env.BENCH_SHADOW === '1' ? { POLICY_SHADOW_DIR: writePolicyDirectory(true) } : undefined;
+    const service = await startService({ adminPassword, policyDirectory: writePolicyDirectory(), ...(databaseUrl ? { databaseUrl } : {}), ...(shadow ? { settings: shadow } : {}) });
     serviceUrl = service.url;
     servicePids = [service.pid];
     serviceSettings = Object.fromEntries(Object.entries(service.settings).map(([name, value]) => [name, redactUrl(value)]));

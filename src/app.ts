@@ -2,7 +2,7 @@ import path from 'node:path';
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
-import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from 'pino';
 import { AssignmentService } from './assignment/assignment-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
@@ -11,20 +11,25 @@ import type { Config } from './config.ts';
 import { Redis } from 'ioredis';
 import { AuditTrail, LogAuditSink, RedisStreamAuditSink, type AuditSink } from './events/audit.ts';
 import { AccessEpoch } from './events/access-epoch.ts';
+import { CACHE_TOPICS } from './events/change-topics.ts';
 import { ClusterSync } from './events/cluster-sync.ts';
 import { LocalEventBus, RedisEventBus, type EventBus } from './events/event-bus.ts';
 import { Revocations } from './events/revocation.ts';
 import type { App, IdentityApi } from './http/context.ts';
 import { Gateway } from './gateway/gateway.ts';
-import { UpstreamDirectory } from './gateway/upstreams.ts';
+import { InternalEndpoints } from './catalog/internal-endpoints.ts';
 import { clientAddressResolver } from './http/client-address.ts';
 import { handleFrameworkError } from './http/errors.ts';
+import { errorEnvelope } from './support/errors.ts';
 import { answerExpectationFailed, markExpectsContinue, onlyContinueExpected } from './http/expect.ts';
 import { MOUNT_PREFIX } from './http/links.ts';
 import type { GatewayPolicy } from './policy/gateway-policy.ts';
 import { PolicyReloader } from './policy/policy-reloader.ts';
+import { ShadowPolicy } from './policy/shadow-policy.ts';
+import { DecisionStore } from './gateway/decision-store.ts';
 import { ServiceMetrics } from './metrics/service-metrics.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
+import { compileValidator } from './http/schemas.ts';
 import { IdentityService } from './identity/identity-service.ts';
 import { ApplicationCredentialService } from './identity/application-credential-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
@@ -127,7 +132,7 @@ function answerOnSocket(socket: Duplex, status: number, message: string, extraHe
     socket.destroy();
     return;
   }
-  const body = JSON.stringify({ error: { code: status, title: http.STATUS_CODES[status], message } });
+  const body = errorEnvelope(status, message);
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extraHeaders}Connection: close\r\n\r\n${body}`,
   );
@@ -198,7 +203,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       exposeHeadRoutes: true,
       frameworkErrors: handleFrameworkError,
     }).withTypeProvider<TypeBoxTypeProvider>();
-    server.setValidatorCompiler(TypeBoxValidatorCompiler);
+    server.setValidatorCompiler(compileValidator);
 
     const log = server.log;
     // A partition's start and end: one line each (requests refused meanwhile log nothing of it).
@@ -244,11 +249,13 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       keyAgreement = agreement;
     }
     const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
-    const resources = new ResourceService(store, revocations, clock, sync);
-    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync, undefined, accessEpoch);
-    const assignments = new AssignmentService(store, identity, resources, revocations, sync, accessEpoch);
-    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync, undefined, accessEpoch);
-    const catalog = new CatalogService(store, () => sync.generation, () => sync.servingLastKnown);
+    // Each cache drops what it holds when a topic it depends on changes (events/change-topics.ts).
+    const resources = new ResourceService(store, revocations, clock, sync.epochOf(CACHE_TOPICS.resource));
+    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync.epochOf(CACHE_TOPICS.identity), undefined, accessEpoch);
+    const assignments = new AssignmentService(store, identity, resources, revocations, sync.epochOf(CACHE_TOPICS.effectiveRoles), accessEpoch);
+    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync.epochOf(CACHE_TOPICS.credential), undefined, accessEpoch);
+    const catalogGeneration = sync.generationOf(CACHE_TOPICS.catalog);
+    const catalog = new CatalogService(store, catalogGeneration, () => sync.servingLastKnown);
     // Rate-limit counters and the audit stream share one command connection (pub/sub has its own).
     // A command Redis does not answer within a second fails: rate limits fall back to this node's counters.
     const redis = config.redisUrl
@@ -299,10 +306,15 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     let identityPolicy = await identityPolicyReloader.loadInitial();
     identityPolicyReloader.start();
     startedParts.push(() => identityPolicyReloader.stop());
+    // POLICY_SHADOW_DIR: decided beside the live policy, never enforced; the decisions kept for lookup.
+    const shadowPolicy = config.policyShadowDirectory ? await ShadowPolicy.start(config.policyShadowDirectory, log) : undefined;
+    startedParts.push(() => shadowPolicy?.stop());
+    const { kept, keyPrefix, ttlSeconds } = config.gatewayDecisions;
+    const decisions = kept > 0 ? new DecisionStore({ kept, clock, redis: redis ? { client: redis, keyPrefix, ttlSeconds, log } : undefined }) : undefined;
     const activeGateway = new Gateway(
       tokens,
-      new UpstreamDirectory(catalog, { region: config.gatewayRegion, generation: () => sync.generation, servingLastKnown: () => sync.servingLastKnown }),
-      { current: () => policy },
+      new InternalEndpoints(catalog, { region: config.gatewayRegion, generation: catalogGeneration, servingLastKnown: () => sync.servingLastKnown }),
+      { current: () => policy, shadow: shadowPolicy?.current },
       catalog,
       {
         publicUrl: config.publicUrl,
@@ -317,7 +329,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         trustedProxies: config.trustedProxies,
       },
       log,
-      () => sync.generation,
+      catalogGeneration,
       {
         denied: (request, record) =>
           audit.gatewayDenied(
@@ -331,7 +343,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
             { service: record.service ?? '', method: record.method, path: record.path, status: record.status ?? 0, reason: record.reason ?? '', rule: record.rule, tokenAuditId: record.audit_id },
           ),
       },
-      { clock, ...(metrics ? { instruments: metrics } : {}) },
+      { clock, ...(metrics ? { instruments: metrics } : {}), ...(decisions ? { decisions } : {}) },
     );
     gateway = activeGateway;
     startedParts.push(() => activeGateway.close());
@@ -341,10 +353,12 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         ['token_validation', { hits: tokens.validationStats.cacheHits, misses: tokens.validationStats.cacheMisses }],
         ['policy_decision', decisionCacheStats],
         ['catalog', catalog.cacheStats],
+        ...(shadowPolicy ? [['policy_shadow_decision', shadowPolicy.decisionCacheStats] as [string, typeof decisionCacheStats]] : []),
       ],
       policyReloads: () => [
         ['gateway', policyReloader.reloadCounts],
         ['identity', identityPolicyReloader.reloadCounts],
+        ...(shadowPolicy ? [['gateway_shadow', shadowPolicy.reloader.reloadCounts] as [string, typeof policyReloader.reloadCounts]] : []),
       ],
       circuits: () => activeGateway.circuitStates(),
       database: () => ({ reachable: store.health.reachable, partitions: store.health.partitions }),
@@ -408,6 +422,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         tokenKeysLoaded = false;
         policyReloader.stop();
         identityPolicyReloader.stop();
+        shadowPolicy?.stop();
         // A connection whose request finishes during the drain would keep the process until its
         // keep-alive timeout: close such connections as they become idle.
         const closeIdle = setInterval(() => server.server.closeIdleConnections(), 100);

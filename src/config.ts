@@ -58,6 +58,10 @@ export interface Config {
   gatewayServiceCatalogHeader: boolean;
   policyDirectory: string;
   identityPolicyDirectory: string;
+  /** POLICY_SHADOW_DIR: a second gateway policy, decided for every proxied request but never enforced (undefined: none). */
+  policyShadowDirectory: string | undefined;
+  /** Decisions kept for GET /v3/gateway/decisions/{request_id}: how many (in process, and in Redis with REDIS_URL), how long in Redis, under which key prefix. */
+  gatewayDecisions: { kept: number; ttlSeconds: number; keyPrefix: string };
   bodyLimitBytes: number;
   /** Body limit of the routes anyone may call (token issue, password change); at most bodyLimitBytes. */
   publicBodyLimitBytes: number;
@@ -89,7 +93,7 @@ export interface Config {
    * V8 heap limits the cluster primary gives the workers it forks (node's --max-old-space-size and
    * --max-semi-space-size, in MB); 0 (the default) leaves node's. Off by default: a worker that
    * reaches its cap dies, and the caches are bounded by entries, not bytes, so the right cap depends
-   * on the deployment (README, memory). Not applied to a single process (WORKERS=1, embedded
+   * on the deployment (bench/README.md, "Memory with 100k users"). Not applied to a single process (WORKERS=1, embedded
    * database): pass those flags to node or in NODE_OPTIONS there.
    */
   workerHeap: WorkerHeap;
@@ -250,6 +254,15 @@ function booleanSetting(env: Environment, name: string, fallback: boolean): bool
   throw new ConfigError(`${name} must be true or false, got '${value}'`);
 }
 
+/** POLICY_SHADOW_DIR: unset or empty for none; never the live policy's own directory (it would only ever agree). */
+function shadowDirectory(env: Environment): string | undefined {
+  if (!env.POLICY_SHADOW_DIR) return undefined;
+  const directory = path.resolve(env.POLICY_SHADOW_DIR);
+  const live = path.resolve(env.POLICY_DIR || path.join(projectRoot, 'policies'));
+  if (directory === live) throw new ConfigError(`POLICY_SHADOW_DIR must not be POLICY_DIR (${directory})`);
+  return directory;
+}
+
 /** The checkout the service runs from (policies/ lives there by default). */
 const projectRoot = path.resolve(import.meta.dirname, '..');
 
@@ -308,6 +321,12 @@ export function loadConfig(env: Environment = process.env): Config {
     gatewayServiceCatalogHeader: booleanSetting(env, 'GATEWAY_SERVICE_CATALOG_HEADER', false),
     policyDirectory: path.resolve(env.POLICY_DIR || path.join(projectRoot, 'policies')),
     identityPolicyDirectory: path.resolve(env.IDENTITY_POLICY_DIR || path.join(projectRoot, 'policies', 'identity')),
+    policyShadowDirectory: shadowDirectory(env),
+    gatewayDecisions: {
+      kept: integer(env, 'GATEWAY_DECISIONS_KEPT', 10_000, 0, 10_000_000),
+      ttlSeconds: integer(env, 'GATEWAY_DECISIONS_TTL_SECONDS', 86_400, 1, 31_536_000),
+      keyPrefix: env.GATEWAY_DECISIONS_KEY_PREFIX || 'keystone-gateway:decision:',
+    },
     bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
     publicBodyLimitBytes: integer(env, 'PUBLIC_BODY_LIMIT_BYTES', 65_536, 1024, 104_857_600),
     securityCompliance: securityCompliance(env),

@@ -44,6 +44,8 @@ export const ASSIGNMENT_ORDER: readonly SortKey<AssignmentRow>[] = [
 
 /** Storage of roles, role implications and role assignments. */
 export class AssignmentRepository {
+  // ---- roles -----------------------------------------------------------------------------
+
   findRole(em: EntityManager, id: string): Promise<RoleRow | null> {
     return em.findOne(RoleEntity, { id });
   }
@@ -58,12 +60,67 @@ export class AssignmentRepository {
     return em.find(RoleEntity, and.length ? { $and: and } : {}, { orderBy: { [raw('position')]: 'asc' } });
   }
 
+  /** Writes the new role now (a duplicate name fails here, inside the caller's transaction). */
+  async insertRole(em: EntityManager, row: RoleRow): Promise<RoleRow> {
+    const role = em.create(RoleEntity, row);
+    await em.flush();
+    return role;
+  }
+
+  /** Writes the changes made to rows read in `em`. */
+  async saveChanges(em: EntityManager): Promise<void> {
+    await em.flush();
+  }
+
+  /** Deletes the role; its assignments and implications go by foreign-key cascade. */
+  async deleteRole(em: EntityManager, row: RoleRow): Promise<void> {
+    em.remove(row);
+    await em.flush();
+  }
+
+  // ---- implied roles ---------------------------------------------------------------------
+
   implications(em: EntityManager, priorRoleId?: string): Promise<ImpliedRoleRow[]> {
     return em.find(ImpliedRoleEntity, priorRoleId ? { priorRoleId } : {}, { orderBy: { priorRoleId: 'asc', impliedRoleId: 'asc' } });
   }
 
   findImplication(em: EntityManager, priorRoleId: string, impliedRoleId: string): Promise<ImpliedRoleRow | null> {
     return em.findOne(ImpliedRoleEntity, { priorRoleId, impliedRoleId });
+  }
+
+  async insertImplication(em: EntityManager, row: ImpliedRoleRow): Promise<void> {
+    em.create(ImpliedRoleEntity, row);
+    await em.flush();
+  }
+
+  async deleteImplication(em: EntityManager, row: ImpliedRoleRow): Promise<void> {
+    em.remove(row);
+    await em.flush();
+  }
+
+  // ---- assignments -----------------------------------------------------------------------
+
+  /** The one assignment with exactly these columns (all six form the primary key). */
+  findAssignment(em: EntityManager, key: AssignmentRow): Promise<AssignmentRow | null> {
+    return em.findOne(AssignmentEntity, key);
+  }
+
+  async insertAssignment(em: EntityManager, row: AssignmentRow): Promise<void> {
+    em.create(AssignmentEntity, row);
+    await em.flush();
+  }
+
+  async deleteAssignment(em: EntityManager, row: AssignmentRow): Promise<void> {
+    em.remove(row);
+    await em.flush();
+  }
+
+  /**
+   * Holds the user's grant lock until the transaction ends: removals of one user's grants run one
+   * at a time.
+   */
+  async lockUserGrants(em: EntityManager, userId: string): Promise<void> {
+    await em.execute('select pg_advisory_xact_lock(hashtext(?))', [userId]);
   }
 
   /** The assignments matching `query` in ASSIGNMENT_ORDER; with `page`, only that page of them. */

@@ -1,13 +1,12 @@
-import { cacheRow, LoadingCache } from '../support/cache.ts';
+import { cacheRow, LoadingCache, type CacheEpoch } from '../support/cache.ts';
 import type { AccessEpoch } from '../events/access-epoch.ts';
-import type { ClusterSync } from '../events/cluster-sync.ts';
 import type { Revocations } from '../events/revocation.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../support/errors.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
 import { newId } from '../support/ids.ts';
 import { cleanOptions, type ResourceService } from '../resource/resource-service.ts';
 import type { EntityManager, Store } from '../store/database.ts';
-import { AssignmentEntity, ImpliedRoleEntity, RoleEntity, type AssignmentRow, type Json, type RoleRow } from '../store/entities.ts';
+import type { AssignmentRow, Json, RoleRow } from '../store/entities.ts';
 import { isUniqueViolation, type StringMatch } from '../store/filters.ts';
 import { pagesOf, type Page } from '../store/keyset.ts';
 import {
@@ -95,7 +94,7 @@ const PROHIBITED_IMPLIED_ROLES = ['admin'];
 export class AssignmentService {
   private readonly repository = new AssignmentRepository();
 
-  /** Effective roles per (user, scope), dropped on any committed change; one computation per miss. */
+  /** Effective roles per (user, scope), dropped on a change of what they are made of; one computation per miss. */
   private readonly roleCache: LoadingCache<string, Role[]>;
 
   constructor(
@@ -103,11 +102,12 @@ export class AssignmentService {
     private readonly identity: IdentityService,
     private readonly resources: ResourceService,
     private readonly revocations?: Revocations,
-    sync?: ClusterSync,
+    /** Moves with assignments, memberships, roles and the project tree (CACHE_TOPICS.effectiveRoles). */
+    epoch?: CacheEpoch,
     /** Bumped by every change that takes roles away (other nodes' polls notice it). */
     private readonly accessEpoch?: AccessEpoch,
   ) {
-    this.roleCache = new LoadingCache(50_000, sync);
+    this.roleCache = new LoadingCache(50_000, epoch);
   }
 
   // ---- roles -----------------------------------------------------------------------------
@@ -129,7 +129,7 @@ export class AssignmentService {
           const domain = await this.resources.findAny(input.domainId, em);
           if (!domain?.isDomain) throw NotFoundError.of('domain', input.domainId);
         }
-        const row = em.create(RoleEntity, {
+        return this.repository.insertRole(em, {
           id: newId(),
           name: input.name,
           domainId: input.domainId ?? null,
@@ -137,8 +137,6 @@ export class AssignmentService {
           options: cleanOptions({}, input.options),
           extra: input.extra ?? {},
         });
-        await em.flush();
-        return row;
       })
       .catch((error: unknown) => {
         if (isUniqueViolation(error)) throw duplicateRole(input.name, input.domainId);
@@ -159,7 +157,7 @@ export class AssignmentService {
         if (patch.description !== undefined) row.description = patch.description;
         if (patch.options !== undefined) row.options = cleanOptions(row.options, patch.options);
         if (patch.extra !== undefined && Object.keys(patch.extra).length) row.extra = { ...row.extra, ...patch.extra };
-        await em.flush();
+        await this.repository.saveChanges(em);
         return row;
       })
       .catch((error: unknown) => {
@@ -175,8 +173,7 @@ export class AssignmentService {
         throw new ForbiddenError(`Unable to delete immutable role resource: \`${id}. Set resource option "immutable" to false first.`);
       }
       // Assignments and implications go by foreign-key cascade.
-      em.remove(row);
-      await em.flush();
+      await this.repository.deleteRole(em, row);
       await this.accessEpoch?.bump(em);
     });
   }
@@ -188,10 +185,11 @@ export class AssignmentService {
       const prior = await this.getRole(priorRoleId, em);
       const implied = await this.getRole(impliedRoleId, em);
       if (PROHIBITED_IMPLIED_ROLES.includes(implied.name)) throw new ForbiddenError(`${impliedRoleId} cannot be an implied roles.`);
-      if (implied.domainId) throw new ForbiddenError(`${impliedRoleId} is a domain-specific role and cannot be implied.`);
+      // As Keystone 22: a domain-specific role may imply a role of any domain or a global one; only a
+      // global role implying a domain-specific one is refused (with the same text as above).
+      if (!prior.domainId && implied.domainId) throw new ForbiddenError(`${impliedRoleId} cannot be an implied roles.`);
       if (!(await this.repository.findImplication(em, priorRoleId, impliedRoleId))) {
-        em.create(ImpliedRoleEntity, { priorRoleId, impliedRoleId });
-        await em.flush();
+        await this.repository.insertImplication(em, { priorRoleId, impliedRoleId });
       }
       return { prior, implied };
     });
@@ -202,7 +200,7 @@ export class AssignmentService {
     const prior = await this.getRole(priorRoleId, em);
     const implied = await this.getRole(impliedRoleId, em);
     if (!(await this.repository.findImplication(em, priorRoleId, impliedRoleId))) {
-      throw new NotFoundError(`${priorRoleId} does not imply ${impliedRoleId}.`);
+      throw NotFoundError.implication(priorRoleId, impliedRoleId);
     }
     return { prior, implied };
   }
@@ -212,9 +210,8 @@ export class AssignmentService {
       await this.getRole(priorRoleId, em);
       await this.getRole(impliedRoleId, em);
       const row = await this.repository.findImplication(em, priorRoleId, impliedRoleId);
-      if (!row) throw new NotFoundError(`${priorRoleId} does not imply ${impliedRoleId}.`);
-      em.remove(row);
-      await em.flush();
+      if (!row) throw NotFoundError.implication(priorRoleId, impliedRoleId);
+      await this.repository.deleteImplication(em, row);
       await this.accessEpoch?.bump(em);
     });
   }
@@ -245,10 +242,9 @@ export class AssignmentService {
 
   async grant(grant: Grant): Promise<void> {
     await this.store.transaction(async (em) => {
-      await this.assertGrantParties(em, grant);
+      await this.assertGrantParties(em, grant, true);
       if ((await this.findGrant(em, grant)) === null) {
-        em.create(AssignmentEntity, { ...grant, inherited: grant.inherited ?? false });
-        await em.flush();
+        await this.repository.insertAssignment(em, { ...grant, inherited: grant.inherited ?? false });
       }
     });
   }
@@ -263,12 +259,11 @@ export class AssignmentService {
     await this.store.transaction(async (em) => {
       // One removal of a user's grants at a time: two concurrent removals of the last two roles
       // would each still see the other's (READ COMMITTED) and neither would record the event.
-      if (grant.actorType === 'user') await em.execute('select pg_advisory_xact_lock(hashtext(?))', [grant.actorId]);
+      if (grant.actorType === 'user') await this.repository.lockUserGrants(em, grant.actorId);
       await this.assertGrantParties(em, grant);
       const row = await this.findGrant(em, grant);
       if (!row) throw missingGrant(grant);
-      em.remove(row);
-      await em.flush();
+      await this.repository.deleteAssignment(em, row);
       // As Keystone 22: no revocation while roles remain. A token's roles are computed when it is
       // validated, and the commit drops every cached validation, so the user's tokens carry what is
       // left from the next request on. When nothing is left on the project, its tokens go for good
@@ -306,7 +301,7 @@ export class AssignmentService {
   }
 
   private findGrant(em: EntityManager, grant: Grant): Promise<AssignmentRow | null> {
-    return em.findOne(AssignmentEntity, {
+    return this.repository.findAssignment(em, {
       actorType: grant.actorType,
       actorId: grant.actorId,
       targetType: grant.targetType,
@@ -316,17 +311,21 @@ export class AssignmentService {
     });
   }
 
-  private async assertGrantParties(em: EntityManager, grant: Grant): Promise<void> {
+  /**
+   * The role, actor and target exist. On a new grant (`granting`), as Keystone 22: a domain-specific
+   * role goes to a project only in the role's domain, to any domain, and never to the system. A
+   * check or a removal of such a grant is only a missing grant (404), as there.
+   */
+  private async assertGrantParties(em: EntityManager, grant: Grant, granting = false): Promise<void> {
     const role = await this.getRole(grant.roleId, em);
     await this.assertActor(em, grant.actorType, grant.actorId);
     const target = await this.assertTarget(em, grant.targetType, grant.targetId);
-    if (role.domainId && target) {
-      const targetDomainId = target.isDomain ? target.id : target.domainId;
-      if (targetDomainId !== role.domainId) {
-        throw new ForbiddenError(
-          `${target.isDomain ? 'Domain' : 'Project'} ${target.id} must be in the same domain as the role ${role.id} being assigned.`,
-        );
-      }
+    if (!granting || !role.domainId) return;
+    if (grant.targetType === 'system') {
+      throw new ValidationError(`Role ${role.id} is a domain-specific role. Unable to use a domain-specific role in a system assignment.`);
+    }
+    if (grant.targetType === 'project' && target && target.domainId !== role.domainId) {
+      throw new ForbiddenError(`Project ${target.id} must be in the same domain as the role ${role.id} being assigned.`);
     }
   }
 
@@ -404,7 +403,10 @@ export class AssignmentService {
       const em = this.store.reader();
       const placed = await this.placeInherited(this.perUser(rows, await this.identity.membersOfGroups(groupIdsOf(rows)), filter), projectsInScope);
       const expanded = await this.expandImplied(em, placed, implications);
-      return expanded.filter((entry) => (!filter.roleId || entry.roleId === filter.roleId) && duplicates.isFirst(entry));
+      // Keystone 22's effective listing has no system entries (even with scope.system=all).
+      return expanded.filter(
+        (entry) => entry.targetType !== 'system' && (!filter.roleId || entry.roleId === filter.roleId) && duplicates.isFirst(entry),
+      );
     };
     if (pageSize === undefined) {
       yield { rows: await expand(await this.repository.findAssignments(this.store.reader(), query)), last: true };
@@ -473,7 +475,8 @@ export class AssignmentService {
       }
       for (const project of await projects) {
         if (projectsInScope && !projectsInScope.has(project.id)) continue;
-        placed.push({ ...entry, targetType: 'project', targetId: project.id, inherited: false });
+        // Keystone 22 keeps the inherited mark on the project entry ("OS-INHERIT:inherited_to").
+        placed.push({ ...entry, targetType: 'project', targetId: project.id, inherited: true });
       }
     }
     return placed;
@@ -623,11 +626,13 @@ class SourceDuplicates {
 }
 
 function duplicateRole(name: string, domainId: string | null | undefined): ConflictError {
-  return new ConflictError('role', domainId ? `Duplicate entry found with name ${name} at domain ID ${domainId}` : `Duplicate entry found with name ${name}`);
+  return ConflictError.duplicateName('role', name, domainId || undefined);
 }
 
 function missingGrant(grant: Grant): NotFoundError {
+  // Keystone names the system target 'system', not its 'all'.
+  const target = grant.targetType === 'system' ? 'system' : grant.targetId;
   return new NotFoundError(
-    `Could not find role assignment with role: ${grant.roleId}, user or group: ${grant.actorId}, project, domain, or system: ${grant.targetId}.`,
+    `Could not find role assignment with role: ${grant.roleId}, user or group: ${grant.actorId}, project, domain, or system: ${target}.`,
   );
 }

@@ -2,17 +2,10 @@ import { GenerationCache, type CacheStats } from '../support/cache.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../support/errors.ts';
 import { newId } from '../support/ids.ts';
 import type { EntityManager, Store } from '../store/database.ts';
-import {
-  EndpointEntity,
-  RegionEntity,
-  ServiceEntity,
-  type EndpointRow,
-  type Json,
-  type RegionRow,
-  type ServiceRow,
-} from '../store/entities.ts';
+import type { EndpointRow, Json, RegionRow, ServiceRow } from '../store/entities.ts';
 import { isUniqueViolation } from '../store/filters.ts';
 import { isDatabaseUnreachable } from '../store/unavailable.ts';
+import { CatalogRepository } from './catalog-repository.ts';
 
 export type Region = RegionRow;
 export type Service = ServiceRow;
@@ -39,7 +32,7 @@ export interface EndpointInput {
   interface: EndpointInterface;
   url: string;
   regionId?: string | null | undefined;
-  /** The legacy `region` attribute: stored as the region id without checking it exists. */
+  /** The legacy `region` attribute: ignored beside `regionId`; alone, the region (created when missing). */
   legacyRegion?: string | null | undefined;
   enabled?: boolean | undefined;
   extra?: Json | undefined;
@@ -61,6 +54,8 @@ export interface CatalogSubstitutions {
 
 /** Regions, services and endpoints, and the catalog a token carries. */
 export class CatalogService {
+  private readonly repository = new CatalogRepository();
+
   /** The enabled services and endpoints, read once per data generation (every token body needs them). */
   private enabled: { generation: number; rows: Promise<EnabledRows> } | undefined;
 
@@ -69,7 +64,7 @@ export class CatalogService {
 
   constructor(
     private readonly store: Store,
-    /** Changes whenever the data may have changed (ClusterSync.generation); without it nothing is cached. */
+    /** Moves whenever the catalog may have changed (ClusterSync.generationOf(CACHE_TOPICS.catalog)); without it nothing is cached. */
     private readonly generation?: () => number,
     /** True while the database is unreachable (ClusterSync.servingLastKnown): the last catalog read is served. */
     private readonly servingLastKnown?: () => boolean,
@@ -85,31 +80,35 @@ export class CatalogService {
   // ---- regions ---------------------------------------------------------------------------
 
   async getRegion(id: string, em: EntityManager = this.store.reader()): Promise<Region> {
-    const row = await em.findOne(RegionEntity, { id });
+    const row = await this.repository.findRegion(em, id);
     if (!row) throw NotFoundError.of('region', id);
     return row;
   }
 
   listRegions(filter: { parentRegionId?: string }): Promise<Region[]> {
-    return this.store.reader().find(RegionEntity, filter.parentRegionId === undefined ? {} : { parentRegionId: filter.parentRegionId }, {
-      orderBy: { id: 'asc' },
-    });
+    return this.repository.listRegions(this.store.reader(), filter.parentRegionId);
+  }
+
+  /** PUT /v3/regions/{id}: a new region with that id (an `id` in the body must be the same). */
+  createRegionAt(id: string, input: RegionInput): Promise<Region> {
+    if (input.id !== undefined && input.id !== id) {
+      return Promise.reject(new ValidationError(`Conflicting region IDs specified: "${id}" != "${input.id}"`));
+    }
+    return this.createRegion({ ...input, id });
   }
 
   createRegion(input: RegionInput): Promise<Region> {
     const id = input.id ?? newId();
     return this.store
       .transaction(async (em) => {
-        if (await em.findOne(RegionEntity, { id })) throw new ConflictError('region', `Duplicate ID, ${id}.`);
+        if (await this.repository.findRegion(em, id)) throw new ConflictError('region', `Duplicate ID, ${id}.`);
         if (input.parentRegionId) await this.getRegion(input.parentRegionId, em);
-        const row = em.create(RegionEntity, {
+        return this.repository.insertRegion(em, {
           id,
           description: input.description ?? '',
           parentRegionId: input.parentRegionId ?? null,
           extra: input.extra ?? {},
         });
-        await em.flush();
-        return row;
       })
       .catch((error: unknown) => {
         if (isUniqueViolation(error)) throw new ConflictError('region', `Duplicate ID, ${id}.`);
@@ -120,14 +119,14 @@ export class CatalogService {
   updateRegion(id: string, patch: RegionInput): Promise<Region> {
     return this.store.transaction(async (em) => {
       const row = await this.getRegion(id, em);
-      if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change region ID');
+      if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
       if (patch.parentRegionId !== undefined) {
         if (patch.parentRegionId) await this.refuseRegionCycle(em, id, patch.parentRegionId);
         row.parentRegionId = patch.parentRegionId;
       }
       if (patch.description !== undefined) row.description = patch.description ?? '';
       if (patch.extra !== undefined && Object.keys(patch.extra).length) row.extra = { ...row.extra, ...patch.extra };
-      await em.flush();
+      await this.repository.saveChanges(em);
       return row;
     });
   }
@@ -135,14 +134,13 @@ export class CatalogService {
   deleteRegion(id: string): Promise<void> {
     return this.store.transaction(async (em) => {
       const row = await this.getRegion(id, em);
-      const family = [id, ...(await this.childRegionIds(em, id))];
-      if ((await em.count(EndpointEntity, { regionId: { $in: family } })) > 0) {
+      const family = [id, ...(await this.repository.descendantRegionIds(em, id))];
+      if ((await this.repository.countEndpointsInRegions(em, family)) > 0) {
         throw new ForbiddenError(`Unable to delete region ${id} because it or its child regions have associated endpoints.`);
       }
-      // Children are detached rather than deleted, as in Keystone.
-      await em.nativeUpdate(RegionEntity, { parentRegionId: id }, { parentRegionId: null });
-      em.remove(row);
-      await em.flush();
+      // Its subtree goes with it, as in Keystone (deepest first: children refer to their parents).
+      await this.repository.deleteRegions(em, family.slice(1).reverse());
+      await this.repository.delete(em, row);
     });
   }
 
@@ -151,7 +149,8 @@ export class CatalogService {
     const seen = new Set<string>();
     while (current && !seen.has(current)) {
       if (current === id) {
-        throw new ValidationError(`The specified parent region ${parentRegionId} would create a circular region hierarchy.`);
+        // Keystone names the region the walk came back to, i.e. the one being updated.
+        throw new ValidationError(`The specified parent region ${id} would create a circular region hierarchy.`);
       }
       seen.add(current);
       const region: Region = await this.getRegion(current, em);
@@ -159,35 +158,21 @@ export class CatalogService {
     }
   }
 
-  private async childRegionIds(em: EntityManager, id: string): Promise<string[]> {
-    const found: string[] = [];
-    let frontier = [id];
-    while (frontier.length) {
-      const children = await em.find(RegionEntity, { parentRegionId: { $in: frontier } });
-      frontier = children.map((child) => child.id).filter((childId) => !found.includes(childId) && childId !== id);
-      found.push(...frontier);
-    }
-    return found;
-  }
-
   // ---- services --------------------------------------------------------------------------
 
   async getService(id: string, em: EntityManager = this.store.reader()): Promise<Service> {
-    const row = await em.findOne(ServiceEntity, { id });
+    const row = await this.repository.findService(em, id);
     if (!row) throw NotFoundError.of('service', id);
     return row;
   }
 
   listServices(filter: { type?: string; name?: string }): Promise<Service[]> {
-    const where: Record<string, unknown> = {};
-    if (filter.type !== undefined) where.type = filter.type;
-    if (filter.name !== undefined) where.name = filter.name;
-    return this.store.reader().find(ServiceEntity, where, { orderBy: { type: 'asc', id: 'asc' } });
+    return this.repository.listServices(this.store.reader(), filter);
   }
 
   createService(input: ServiceInput): Promise<Service> {
     return this.store.transaction(async (em) => {
-      const row = em.create(ServiceEntity, {
+      return this.repository.insertService(em, {
         id: newId(),
         type: input.type,
         name: input.name ?? '',
@@ -195,21 +180,19 @@ export class CatalogService {
         enabled: input.enabled ?? true,
         extra: input.extra ?? {},
       });
-      await em.flush();
-      return row;
     });
   }
 
   updateService(id: string, patch: Partial<ServiceInput> & { id?: string | undefined }): Promise<Service> {
     return this.store.transaction(async (em) => {
       const row = await this.getService(id, em);
-      if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change service ID');
+      if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
       if (patch.type !== undefined) row.type = patch.type;
       if (patch.name !== undefined) row.name = patch.name;
       if (patch.description !== undefined) row.description = patch.description;
       if (patch.enabled !== undefined) row.enabled = patch.enabled;
       if (patch.extra !== undefined && Object.keys(patch.extra).length) row.extra = { ...row.extra, ...patch.extra };
-      await em.flush();
+      await this.repository.saveChanges(em);
       return row;
     });
   }
@@ -217,34 +200,29 @@ export class CatalogService {
   deleteService(id: string): Promise<void> {
     return this.store.transaction(async (em) => {
       const row = await this.getService(id, em);
-      em.remove(row);
-      await em.flush();
+      await this.repository.delete(em, row);
     });
   }
 
   // ---- endpoints -------------------------------------------------------------------------
 
   async getEndpoint(id: string, em: EntityManager = this.store.reader()): Promise<Endpoint> {
-    const row = await em.findOne(EndpointEntity, { id });
+    const row = await this.repository.findEndpoint(em, id);
     if (!row) throw NotFoundError.of('endpoint', id);
     return row;
   }
 
   listEndpoints(filter: { interface?: string; serviceId?: string; regionId?: string }): Promise<Endpoint[]> {
-    const where: Record<string, unknown> = {};
-    if (filter.interface !== undefined) where.interface = filter.interface;
-    if (filter.serviceId !== undefined) where.serviceId = filter.serviceId;
-    if (filter.regionId !== undefined) where.regionId = filter.regionId;
-    return this.store.reader().find(EndpointEntity, where, { orderBy: { serviceId: 'asc', interface: 'asc', id: 'asc' } });
+    return this.repository.listEndpoints(this.store.reader(), filter);
   }
 
   createEndpoint(input: EndpointInput): Promise<Endpoint> {
     return this.store.transaction(async (em) => {
-      if (!(await em.findOne(ServiceEntity, { id: input.serviceId }))) {
+      if (!(await this.repository.findService(em, input.serviceId))) {
         throw ValidationError.expecting('endpoint service_id', 'service table');
       }
       const regionId = await this.endpointRegion(em, input.regionId, input.legacyRegion);
-      const row = em.create(EndpointEntity, {
+      return this.repository.insertEndpoint(em, {
         id: newId(),
         serviceId: input.serviceId,
         interface: input.interface,
@@ -253,17 +231,15 @@ export class CatalogService {
         enabled: input.enabled ?? true,
         extra: input.extra ?? {},
       });
-      await em.flush();
-      return row;
     });
   }
 
   updateEndpoint(id: string, patch: EndpointPatch): Promise<Endpoint> {
     return this.store.transaction(async (em) => {
       const row = await this.getEndpoint(id, em);
-      if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change endpoint ID');
+      if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
       if (patch.serviceId !== undefined && patch.serviceId !== row.serviceId) {
-        if (!(await em.findOne(ServiceEntity, { id: patch.serviceId }))) {
+        if (!(await this.repository.findService(em, patch.serviceId))) {
           throw ValidationError.expecting('endpoint service_id', 'service table');
         }
         row.serviceId = patch.serviceId;
@@ -275,7 +251,7 @@ export class CatalogService {
       if (patch.url !== undefined) row.url = patch.url;
       if (patch.enabled !== undefined) row.enabled = patch.enabled;
       if (patch.extra !== undefined && Object.keys(patch.extra).length) row.extra = { ...row.extra, ...patch.extra };
-      await em.flush();
+      await this.repository.saveChanges(em);
       return row;
     });
   }
@@ -283,17 +259,22 @@ export class CatalogService {
   deleteEndpoint(id: string): Promise<void> {
     return this.store.transaction(async (em) => {
       const row = await this.getEndpoint(id, em);
-      em.remove(row);
-      await em.flush();
+      await this.repository.delete(em, row);
     });
   }
 
   private async endpointRegion(em: EntityManager, regionId: string | null | undefined, legacyRegion: string | null | undefined): Promise<string | null> {
     if (regionId) {
-      if (!(await em.findOne(RegionEntity, { id: regionId }))) throw ValidationError.expecting('endpoint region_id', 'region table');
+      if (!(await this.repository.findRegion(em, regionId))) throw ValidationError.expecting('endpoint region_id', 'region table');
       return regionId;
     }
-    return legacyRegion ?? null;
+    if (!legacyRegion) return null;
+    // The legacy `region` alone (v2-style clients, `openstack endpoint create --region`): the
+    // region is created when it does not exist, as Keystone does for backward compatibility.
+    if (!(await this.repository.findRegion(em, legacyRegion))) {
+      await this.repository.insertRegion(em, { id: legacyRegion, description: '', parentRegionId: null, extra: {} });
+    }
+    return legacyRegion;
   }
 
   // ---- the catalog -----------------------------------------------------------------------
@@ -314,6 +295,14 @@ export class CatalogService {
     const built = buildCatalog(rows, substitutions);
     this.catalogs.set(key, built, generation);
     return built;
+  }
+
+  /**
+   * Whether a URL of the catalog last read has $(user_id)s: then two users of one project get
+   * different catalogs. True until the catalog has been read, so a cache keyed by it errs safe.
+   */
+  usesUserSubstitution(): boolean {
+    return this.lastEnabledRows?.usesUser ?? true;
   }
 
   private enabledRows(): Promise<EnabledRows> {
@@ -349,8 +338,8 @@ export class CatalogService {
 
   private async readEnabledRows(): Promise<EnabledRows> {
     const em = this.store.reader();
-    const services = await em.find(ServiceEntity, { enabled: true }, { orderBy: { type: 'asc', id: 'asc' } });
-    const endpoints = await em.find(EndpointEntity, { enabled: true }, { orderBy: { interface: 'asc', id: 'asc' } });
+    const services = await this.repository.enabledServices(em);
+    const endpoints = await this.repository.enabledEndpoints(em);
     const templates = endpoints.flatMap((endpoint) => [...endpoint.url.matchAll(TEMPLATE)].map((match) => match[1]));
     return {
       services,

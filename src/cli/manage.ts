@@ -26,7 +26,7 @@ Commands (configuration comes from the same environment variables as the service
                   KEY_RELOAD_INTERVAL_MS)
   reencrypt_keys  encrypt the database's token keys again under KEY_ENCRYPTION_KEY, reading
                   them with it or with KEY_ENCRYPTION_KEY_PREVIOUS (changing the key
-                  encryption key: README, "Operations")
+                  encryption key: docs/operations.md)
   forget_key_fingerprints
                   forget the recorded fingerprints of the token keys and SECRET_PEPPER the
                   nodes sharing DATABASE_URL must agree on (after replacing them on purpose,
@@ -40,12 +40,17 @@ Commands (configuration comes from the same environment variables as the service
                  [--roles a,b] [--project-id X] [--user-id U] [--dir DIR] [--json]
                   show how the gateway policy decides one request: the decision, the deciding
                   line (file:line) and every matching line; exit 0 whether allowed or denied
+  policy replay --candidate DIR [--url URL] [--limit N] [--json]
+                  decide a running deployment's recorded requests again with DIR's rule files
+                  (POST /v3/gateway/policy/replay; OS_TOKEN: an admin token; URL defaults to
+                  OS_AUTH_URL, else PUBLIC_URL) and list those that would change
 `;
 
 const POLICY_USAGE = `Usage:
   npm run manage -- policy test [DIR]
   npm run manage -- policy explain --service S --method M --path P --scope project|domain|system
                                    [--roles a,b] [--project-id X] [--user-id U] [--dir DIR] [--json]
+  npm run manage -- policy replay --candidate DIR [--url URL] [--limit N] [--json]   (OS_TOKEN: admin token)
 
   DIR defaults to POLICY_DIR, else ./policies. P is the canonical path after the service prefix
   (/compute/v2.1/x -> --path /v2.1/x). --roles lists the token's roles with implied roles
@@ -169,11 +174,12 @@ const commands: Record<string, Command> = {
     const [subcommand, ...rest] = args;
     if (subcommand === 'test') return policyTest(config, rest);
     if (subcommand === 'explain') return policyExplain(config, rest);
+    if (subcommand === 'replay') return (await import('./policy-replay.ts')).policyReplay(config, rest, (message) => new UsageError(message, POLICY_USAGE));
     if (subcommand === 'help' || subcommand === '--help' || subcommand === '-h') {
       process.stdout.write(POLICY_USAGE);
       return 0;
     }
-    throw new UsageError(subcommand ? `unknown policy command '${subcommand}'` : 'missing policy command (test or explain)', POLICY_USAGE);
+    throw new UsageError(subcommand ? `unknown policy command '${subcommand}'` : 'missing policy command (test, explain or replay)', POLICY_USAGE);
   },
 };
 

@@ -3,7 +3,9 @@ import { UnavailableError } from '../support/errors.ts';
 import type { Store } from '../store/database.ts';
 import { DATABASE_RETRY_AFTER_SECONDS, databaseUnreachableReason, isDatabaseKnownUnreachable } from '../store/unavailable.ts';
 import type { AccessEpoch } from './access-epoch.ts';
-import type { EventBus } from './event-bus.ts';
+import { ChangeGenerations } from './change-generations.ts';
+import { ALL_TOPICS, CACHE_TOPICS, CHANGE_TOPICS, isChangeTopic, topicsOfWrites, type ChangeTopic } from './change-topics.ts';
+import type { ClusterMessage, EventBus } from './event-bus.ts';
 import { parseRevocationEvents, type Revocations } from './revocation.ts';
 
 interface Logger {
@@ -26,14 +28,46 @@ export const STALE_VALIDATION_MESSAGE =
 
 /**
  * Keeps this node's in-memory token state (revocation index, validation and role caches) in step
- * with the database and the other nodes. Every committed write bumps `generation`, which drops what
- * caches hold, and tells the other nodes (Redis), which then re-read revocation events from the
- * database and bump theirs. While Redis is configured but unreachable, other nodes' writes go
- * unseen, so each validation re-reads new revocation events and caches are not trusted.
+ * with the database and the other nodes. Every committed write bumps the generations of the topics
+ * it changed (see change-topics.ts), which drops what the caches depending on them hold, and tells
+ * the other nodes (Redis) which topics, so they re-read revocation events from the database and
+ * bump theirs. Whenever what changed is not known (a partition's end after missed messages, Redis
+ * back, an older node's message) every topic is bumped. While Redis is configured but unreachable,
+ * other nodes' writes go unseen, so each validation re-reads new revocation events and caches are
+ * not trusted.
  */
 export class ClusterSync {
-  /** Changes whenever data that tokens depend on may have changed, here or on another node. */
-  generation = 0;
+  private readonly changes = new ChangeGenerations();
+  private readonly validations = this.changes.generationOf(CACHE_TOPICS.tokenValidation);
+
+  /** Changes whenever any data may have changed, here or on another node (a cache holding a bit of everything). */
+  get generation(): number {
+    return this.changes.all;
+  }
+
+  /** Changes whenever what a validated token holds may have changed (the token validation cache's generation). */
+  get validationGeneration(): number {
+    return this.validations();
+  }
+
+  /** A generation that changes whenever one of `topics` may have changed, here or on another node. */
+  generationOf(topics: readonly ChangeTopic[]): () => number {
+    return this.changes.generationOf(topics);
+  }
+
+  /** The same, with whether caches may be trusted: for a LoadingCache holding data of `topics`. */
+  epochOf(topics: readonly ChangeTopic[]): { readonly generation: number; readonly cachesTrusted: boolean } {
+    const generation = this.changes.generationOf(topics);
+    const trusted = () => this.cachesTrusted;
+    return {
+      get generation() {
+        return generation();
+      },
+      get cachesTrusted() {
+        return trusted();
+      },
+    };
+  }
 
   /**
    * Set when the catch-up after another node's revocation (or after an outage of Redis) could not
@@ -82,7 +116,8 @@ export class ClusterSync {
     const value = await this.accessEpoch.read();
     if (this.seenAccessEpoch !== undefined && value <= this.seenAccessEpoch) return;
     this.seenAccessEpoch = value;
-    this.generation++;
+    // What was taken away is not known (the message saying so was missed).
+    this.changes.bumpAll();
   }
 
   /** An epoch another node's message carried (or this node's commit wrote). */
@@ -93,17 +128,22 @@ export class ClusterSync {
   }
 
   start(): void {
-    this.store.onCommit((transaction) => {
-      this.generation++;
+    this.store.onCommit((transaction, writes) => {
+      const topics = topicsOfWrites(writes);
       // Whether the commit revoked anything tells the others whether missing it would be unsafe; the
       // events themselves reach nodes that cannot read the database.
       const eventId = this.revocations.eventRecordedIn(transaction);
       const events = this.revocations.eventsRecordedIn(transaction);
       const accessEpoch = this.accessEpoch?.bumpedIn(transaction);
+      // A transaction that wrote nothing: nothing to drop, nothing to tell.
+      if (topics.size === 0 && eventId === undefined && accessEpoch === undefined) return;
+      this.changes.bump(topics);
       // Committed while reachable: this node's caches were just dropped, whatever the epoch was before.
       if (accessEpoch !== undefined) this.seenAccessEpoch = Math.max(this.seenAccessEpoch ?? 0, accessEpoch);
       const epoch = accessEpoch === undefined ? {} : { accessEpoch };
-      this.bus.publish(eventId === undefined ? { type: 'changed', ...epoch } : { type: 'revoked', eventId, events: [...events], ...epoch });
+      // No topics said: every topic (as older nodes' messages mean).
+      const said = topics.size === CHANGE_TOPICS.length ? {} : { topics: [...topics] };
+      this.bus.publish(eventId === undefined ? { type: 'changed', ...said, ...epoch } : { type: 'revoked', eventId, events: [...events], ...said, ...epoch });
     });
     this.store.health.onChange((reachable) => {
       if (!reachable) {
@@ -138,7 +178,7 @@ export class ClusterSync {
         // A revocation this node cannot read (an older node's message, or too many events to carry):
         // behind at once, not only when the read fails.
         if (message.type === 'revoked' && !carried && !this.store.health.reachable) this.behind = true;
-        this.refresh(message.type === 'revoked', carried !== undefined);
+        this.refresh(message.type === 'revoked', carried !== undefined, true, topicsOfMessage(message));
       },
       reconnected: () => {
         if (!this.store.health.reachable) this.busLostDuringPartition = true;
@@ -166,9 +206,9 @@ export class ClusterSync {
     for (const listener of this.keyListeners) listener();
   }
 
-  /** Drops every cache of this node (e.g. the signing keys changed). */
+  /** The token keys changed (reloaded): drops the validations cached under the old ones. */
   invalidate(): void {
-    this.generation++;
+    this.changes.bump(['keys']);
   }
 
   /** Whether caches may be trusted right now (other nodes' changes are known to reach us). */
@@ -258,23 +298,24 @@ export class ClusterSync {
     await this.revocations.catchUp();
     if (wasBehind && this.bus.connected) {
       this.behind = false;
-      this.generation++;
+      this.changes.bumpAll();
     }
     return false;
   }
 
   /**
-   * Another node committed (or we reconnected after missing messages): caches drop what they hold
-   * and new revocation events are read. When `revoked` (an event was, or may have been, written)
-   * and the read fails, this node is behind until a validation's own catch-up succeeds (unless the
-   * message carried its events, already indexed).
+   * Another node committed (or we reconnected after missing messages): caches of the `topics` it
+   * changed (every topic when not known) drop what they hold and new revocation events are read.
+   * When `revoked` (an event was, or may have been, written) and the read fails, this node is
+   * behind until a validation's own catch-up succeeds (unless the message carried its events,
+   * already indexed).
    */
-  private refresh(revoked: boolean, carried = false, flush = true): void {
-    if (flush) this.generation++;
+  private refresh(revoked: boolean, carried = false, flush = true, topics: ReadonlySet<ChangeTopic> = ALL_TOPICS): void {
+    if (flush) this.changes.bump(topics);
     const read = this.revocations.catchUp().then(
       () => {
         // Events indexed after the first bump: drop anything cached in between as well.
-        if (flush) this.generation++;
+        if (flush) this.changes.bump(topics);
       },
       (error: unknown) => {
         // Validations catch up themselves (and fail while the database is down) until one succeeds.
@@ -297,4 +338,17 @@ export class ClusterSync {
   private revocationRead: Promise<void> | undefined;
   /** The same, when the events were not carried by the message (only the database has them). */
   private uncarriedRead: Promise<void> | undefined;
+}
+
+/** The topics another node's message says it changed: every topic when it says none (an older node). */
+function topicsOfMessage(message: ClusterMessage): ReadonlySet<ChangeTopic> {
+  if (message.type === 'keys-changed') return ALL_TOPICS;
+  // Checked here, as the events are: a sibling's IPC message is not checked by the bus. One topic
+  // this node does not know (a newer node's) and it cannot tell which caches hold the change.
+  const said: unknown = message.topics;
+  if (!Array.isArray(said) || !said.every(isChangeTopic)) return ALL_TOPICS;
+  const topics = new Set<ChangeTopic>(said);
+  // A revocation event was written, whatever else the message says.
+  if (message.type === 'revoked') topics.add('revocation');
+  return topics;
 }

@@ -1,15 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import type { ChangeTopic } from './change-topics.ts';
 import type { RevocationEvent } from './revocation.ts';
 
 /**
  * What nodes tell each other: revocation events (the id of the last, and the events themselves, so
- * a node cut off from the database still applies them), "data changed", or "token keys changed in
- * the database".
+ * a node cut off from the database still applies them), "data changed" (with the topics it changed,
+ * absent for every topic), or "token keys changed in the database".
  */
 export type ClusterMessage =
-  | { type: 'revoked'; eventId: number; events?: RevocationEvent[]; accessEpoch?: number }
-  | { type: 'changed'; accessEpoch?: number }
+  | { type: 'revoked'; eventId: number; events?: RevocationEvent[]; topics?: ChangeTopic[]; accessEpoch?: number }
+  | { type: 'changed'; topics?: ChangeTopic[]; accessEpoch?: number }
   | { type: 'keys-changed' };
 
 export interface EventBus {
@@ -183,11 +184,13 @@ export class RedisEventBus implements EventBus {
     }
     // The access epoch a commit wrote (see AccessEpoch), when it took access away.
     const epoch = (parsed.type === 'revoked' || parsed.type === 'changed') && Number.isSafeInteger(parsed.accessEpoch) ? { accessEpoch: parsed.accessEpoch } : {};
+    // The topics too are checked by ClusterSync (absent or unknown: every topic).
+    const topics = (parsed.type === 'revoked' || parsed.type === 'changed') && parsed.topics !== undefined ? { topics: parsed.topics } : {};
     if (parsed.type === 'revoked' && Number.isInteger(parsed.eventId)) {
       // The events are checked by whoever applies them (ClusterSync): a sibling's IPC carries them too.
-      this.handlers?.message({ type: 'revoked', eventId: parsed.eventId, ...(parsed.events === undefined ? {} : { events: parsed.events }), ...epoch });
+      this.handlers?.message({ type: 'revoked', eventId: parsed.eventId, ...(parsed.events === undefined ? {} : { events: parsed.events }), ...topics, ...epoch });
     }
-    else if (parsed.type === 'changed') this.handlers?.message({ type: 'changed', ...epoch });
+    else if (parsed.type === 'changed') this.handlers?.message({ type: 'changed', ...topics, ...epoch });
     else if (parsed.type === 'keys-changed') this.handlers?.message({ type: 'keys-changed' });
   }
 }

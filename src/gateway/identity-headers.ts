@@ -39,8 +39,8 @@ export const FORGEABLE_HEADERS: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Request headers a common framework or server behind us believes, by what they claim (README,
- * "Headers a service behind the gateway can believe"): the names below, and every name starting
+ * Request headers a common framework or server behind us believes, by what they claim
+ * (docs/gateway.md, "Headers a service behind the gateway can believe"): the names below, and every name starting
  * with one of BELIEVED_HEADER_PREFIXES. A client may never send any of them to a service: the
  * gateway sets X-Forwarded-For/-Proto/-Host (-Port from a trusted proxy) itself and drops every
  * other one.

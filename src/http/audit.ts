@@ -1,8 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AuthenticationError, ServiceError, ValidationError } from '../support/errors.ts';
 import type { AuditInitiator, AuditTrail, RoleAssignmentAudit } from '../events/audit.ts';
 import type { App, IdentityApi } from './context.ts';
-import { statusOf } from './errors.ts';
 
 /** Who is behind a request, as the audit trail names it (never the token itself). */
 export function auditInitiator(api: Pick<IdentityApi, 'clientAddress'>, request: FastifyRequest, reply: FastifyReply): AuditInitiator {
@@ -24,20 +22,6 @@ export function auditInitiator(api: Pick<IdentityApi, 'clientAddress'>, request:
   };
 }
 
-/**
- * identity.authenticate with outcome failure. Malformed requests (400) are not authentication
- * attempts; everything else is, with the real cause for an auditor (the client saw a generic 401).
- */
-export function auditAuthenticationFailure(trail: AuditTrail, initiator: AuditInitiator, error: unknown, userName?: string): void {
-  if (!(error instanceof ServiceError) || error instanceof ValidationError) return;
-  const failure = error instanceof AuthenticationError ? error.failure : undefined;
-  trail.authenticate(
-    'failure',
-    { ...initiator, ...(failure?.userId ? { userId: failure.userId } : {}), ...(userName ? { userName } : {}) },
-    { reasonType: failure?.reason ?? error.message, reasonCode: String(failure?.code ?? statusOf(error)) },
-  );
-}
-
 /** The audit event a successful write is, derived from its route. */
 export type WriteAudit =
   | {
@@ -50,7 +34,7 @@ export type WriteAudit =
   | { kind: 'role_assignment'; operation: 'created' | 'deleted'; assignment: RoleAssignmentAudit };
 
 /** Writes whose routes audit themselves (authentication, token revocation) or change nothing. */
-const NOT_AUDITED_HERE = new Set(['POST /v3/auth/tokens', 'DELETE /v3/auth/tokens', 'POST /v3/gateway/policy/explain']);
+const NOT_AUDITED_HERE = new Set(['POST /v3/auth/tokens', 'DELETE /v3/auth/tokens', 'POST /v3/gateway/policy/explain', 'POST /v3/gateway/policy/replay']);
 
 const SINGULAR: Record<string, string> = {
   users: 'user',

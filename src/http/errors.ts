@@ -1,34 +1,9 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AuthenticationError, ServiceError, TooManyRequestsError, UnavailableError, type ErrorKind } from '../support/errors.ts';
+import { AuthenticationError, errorBody, statusOf, TooManyRequestsError, UnavailableError } from '../support/errors.ts';
 import { loggableError } from '../store/loggable-error.ts';
-import { databaseUnavailable, databaseUnreachableReason, isDatabaseKnownUnreachable } from '../store/unavailable.ts';
+import { databaseUnreachableReason, isDatabaseKnownUnreachable, serviceErrorOf } from '../store/unavailable.ts';
 import { baseUrl } from './links.ts';
-
-/** The one place where domain errors become HTTP statuses (the gateway uses it too). */
-const STATUS_OF: Record<ErrorKind, number> = {
-  validation: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  conflict: 409,
-  unavailable: 503,
-  not_implemented: 501,
-  too_many_requests: 429,
-};
-
-export function statusOf(error: ServiceError): number {
-  return STATUS_OF[error.kind];
-}
-
-/**
- * The domain error `error` is, if any: a ServiceError as thrown, or the 503 UnavailableError for a
- * failure of the database connection (driver errors are not typed by the services that meet them).
- */
-export function serviceErrorOf(error: unknown): ServiceError | undefined {
-  if (error instanceof ServiceError) return error;
-  return databaseUnavailable(error);
-}
 
 const INVALID_JSON =
   'Expecting to find valid JSON in request body. The server could not comply with the request since it is either ' +
@@ -50,7 +25,7 @@ export function sendError(
   return reply
     .code(status)
     .type('application/json')
-    .send({ error: { code: status, title: STATUS_CODES[status] ?? 'Error', message, ...extra } });
+    .send(errorBody(status, message, extra));
 }
 
 /** Fastify error handler: typed domain errors, schema failures and parser errors, never a stack trace. */
@@ -62,7 +37,7 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
     const extra = known instanceof AuthenticationError && known.identity ? { identity: known.identity } : {};
     if (known instanceof TooManyRequestsError) reply.header('Retry-After', String(known.retryAfterSeconds));
     if (known instanceof UnavailableError && known.retryAfterSeconds !== undefined) reply.header('Retry-After', String(known.retryAfterSeconds));
-    return sendError(request, reply, STATUS_OF[known.kind], known.message, extra);
+    return sendError(request, reply, statusOf(known), known.message, extra);
   }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
+import { errorEnvelope } from '../support/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
 
 /**
@@ -41,9 +42,7 @@ export function onlyContinueExpected(request: http.IncomingMessage): boolean {
   return (request.headers.expect ?? '').trim().toLowerCase() === '100-continue';
 }
 
-const EXPECTATION_FAILED = JSON.stringify({
-  error: { code: 417, title: http.STATUS_CODES[417], message: 'The expectation in the Expect header cannot be met: only 100-continue is supported.' },
-});
+const EXPECTATION_FAILED = errorEnvelope(417, 'The expectation in the Expect header cannot be met: only 100-continue is supported.');
 
 /** Any Expect other than exactly 100-continue: 417 in Keystone's shape, with a request id, logged. */
 export function answerExpectationFailed(request: http.IncomingMessage, response: http.ServerResponse, log: FastifyBaseLogger): void {

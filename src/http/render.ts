@@ -3,9 +3,11 @@ import type { AssignmentEntry, Role } from '../assignment/assignment-service.ts'
 import type { CatalogEntry, Endpoint, Region, Service } from '../catalog/catalog-service.ts';
 import type { Group, User } from '../identity/identity-service.ts';
 import type { ProjectRow, Json } from '../store/entities.ts';
+import type { Static } from 'typebox';
+import type { RevocationEvent } from '../events/revocation.ts';
 import type { TokenContext } from '../token/token-service.ts';
 import { baseUrl, selfLink } from './links.ts';
-import type { TokenBodyShape } from './schemas.ts';
+import type { RevokeEvent, TokenBodyShape } from './schemas.ts';
 
 // Keystone JSON shapes. Extra attributes are spread first so they can never mask a real field.
 
@@ -266,4 +268,21 @@ export function renderAssignment(request: FastifyRequest, entry: AssignmentEntry
     scope,
     links,
   };
+}
+
+/** An OS-REVOKE event: the attributes it matches on (those it has) and its times. */
+export function renderRevokeEvent(event: RevocationEvent): Static<typeof RevokeEvent> {
+  const rendered: Static<typeof RevokeEvent> = { issued_before: tokenTime(event.issuedBefore), revoked_at: tokenTime(event.revokedAt) };
+  if (event.userId) rendered.user_id = event.userId;
+  if (event.projectId) rendered.project_id = event.projectId;
+  if (event.domainId) rendered.domain_id = event.domainId;
+  if (event.roleId) rendered.role_id = event.roleId;
+  if (event.auditId) rendered.audit_id = event.auditId;
+  if (event.auditChainId) rendered.audit_chain_id = event.auditChainId;
+  if (event.trustId) rendered['OS-TRUST:trust_id'] = event.trustId;
+  if (event.consumerId) rendered['OS-OAUTH1:consumer_id'] = event.consumerId;
+  if (event.accessTokenId) rendered['OS-OAUTH1:access_token_id'] = event.accessTokenId;
+  // event.expiresAt (a revoked token's expiry) only tells when the event may be pruned: Keystone 22
+  // shows a revoked token's event without it.
+  return rendered;
 }

@@ -4,17 +4,11 @@ import type { Clock } from '../support/clock.ts';
 import type { AccessEpoch } from '../events/access-epoch.ts';
 import { AuthenticationError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../support/errors.ts';
 import { newId } from '../support/ids.ts';
+import type { MicrosecondTime } from '../support/timestamps.ts';
 import type { EntityManager, Store } from '../store/database.ts';
-import {
-  AccessRuleEntity,
-  ApplicationCredentialAccessRuleEntity,
-  ApplicationCredentialEntity,
-  ApplicationCredentialRoleEntity,
-  RoleEntity,
-  type AccessRuleRow,
-  type ApplicationCredentialRow,
-} from '../store/entities.ts';
+import type { AccessRuleRow, ApplicationCredentialRow } from '../store/entities.ts';
 import { isUniqueViolation } from '../store/filters.ts';
+import { ApplicationCredentialRepository, type AccessRuleFilter } from './application-credential-repository.ts';
 import type { IdentityService, UserReference } from './identity-service.ts';
 import { newSecret, type SecretHasher } from './secret-hash.ts';
 
@@ -32,6 +26,8 @@ export interface ApplicationCredential {
   userId: string;
   projectId: string | null;
   expiresAt: Date | null;
+  /** Microseconds past expiresAt's milliseconds, 0–999 (Keystone keeps microseconds). */
+  expiresAtMicroseconds: number;
   unrestricted: boolean | null;
   roles: Role[];
   accessRules: AccessRule[];
@@ -50,7 +46,7 @@ export interface ApplicationCredentialInput {
   name: string;
   description?: string | null | undefined;
   secret?: string | undefined;
-  expiresAt?: Date | null | undefined;
+  expiresAt?: MicrosecondTime | null | undefined;
   roles?: { id?: string | undefined; name?: string | undefined }[] | undefined;
   unrestricted?: boolean | undefined;
   accessRules?: { id?: string | undefined; service?: string | undefined; path?: string | undefined; method?: string | undefined }[] | undefined;
@@ -81,6 +77,7 @@ export class ApplicationCredentialService {
     cacheSize = 20_000,
     /** Bumped when a credential is deleted (its tokens die without a revocation event). */
     private readonly accessEpoch?: AccessEpoch,
+    private readonly repository = new ApplicationCredentialRepository(),
   ) {
     this.byId = new LoadingCache(cacheSize, epoch);
     this.idsByName = new LoadingCache(cacheSize, epoch);
@@ -91,40 +88,33 @@ export class ApplicationCredentialService {
       throw ForbiddenError.action('Cannot create an application credential for another user');
     }
     if (creator.viaApplicationCredential?.restricted) throw new ForbiddenError(RESTRICTED_MANAGEMENT);
-    if (input.expiresAt && input.expiresAt.getTime() <= this.clock.now()) {
-      throw new ValidationError('The expiration time of an application credential must be in the future.');
-    }
+    if (input.expiresAt && input.expiresAt.date.getTime() < this.clock.now()) throw ValidationError.expiresBeforeNow();
     const secret = input.secret ?? newSecret();
     const secretHash = this.hasher.hash(secret);
     try {
       const credential = await this.store.transaction(async (em) => {
         const roles = await this.resolveRoles(em, creator, input.roles);
         const id = newId();
-        em.create(ApplicationCredentialEntity, {
+        await this.repository.createCredential(em, {
           id,
           name: input.name,
           userId,
           projectId: creator.projectId,
           secretHash,
           description: input.description ?? null,
-          expiresAt: input.expiresAt ?? null,
+          expiresAt: input.expiresAt?.date ?? null,
+          expiresAtMicroseconds: input.expiresAt?.extraMicroseconds ?? 0,
           unrestricted: input.unrestricted ?? null,
           createdAt: new Date(this.clock.now()),
         });
-        await em.flush();
-        for (const role of roles) em.create(ApplicationCredentialRoleEntity, { applicationCredentialId: id, roleId: role.id });
-        const accessRules: AccessRule[] = [];
-        for (const requested of input.accessRules ?? []) {
-          const rule = await this.resolveAccessRule(em, userId, requested);
-          accessRules.push(rule);
-          em.create(ApplicationCredentialAccessRuleEntity, { applicationCredentialId: id, accessRuleId: rule.id });
-        }
-        await em.flush();
+        const accessRuleIds: string[] = [];
+        for (const requested of input.accessRules ?? []) accessRuleIds.push((await this.resolveAccessRule(em, userId, requested)).id);
+        await this.repository.linkCredential(em, id, roles.map((role) => role.id), accessRuleIds);
         return this.load(em, id);
       });
       return { credential: credential!, secret };
     } catch (error) {
-      if (isUniqueViolation(error)) throw new ConflictError('application_credential', `Duplicate entry found with name ${input.name}`);
+      if (isUniqueViolation(error)) throw ConflictError.duplicateName('application_credential', input.name);
       throw error;
     }
   }
@@ -142,7 +132,7 @@ export class ApplicationCredentialService {
 
   async list(userId: string, name?: string): Promise<ApplicationCredential[]> {
     const em = this.store.reader();
-    const rows = await em.find(ApplicationCredentialEntity, { userId, ...(name === undefined ? {} : { name }) }, { orderBy: { name: 'asc' } });
+    const rows = await this.repository.listCredentials(em, userId, name);
     const loaded = await Promise.all(rows.map((row) => this.load(em, row.id)));
     return loaded.filter((credential): credential is ApplicationCredential => credential !== null);
   }
@@ -150,10 +140,9 @@ export class ApplicationCredentialService {
   async delete(userId: string, id: string, deleter?: Pick<CredentialCreator, 'viaApplicationCredential'>): Promise<void> {
     if (deleter?.viaApplicationCredential?.restricted) throw new ForbiddenError(RESTRICTED_MANAGEMENT);
     await this.store.transaction(async (em) => {
-      const row = await em.findOne(ApplicationCredentialEntity, { id, userId });
+      const row = await this.repository.findCredentialOfUser(em, userId, id);
       if (!row) throw NotFoundError.of('Application Credential', id);
-      em.remove(row);
-      await em.flush();
+      await this.repository.deleteCredential(em, row);
       await this.accessEpoch?.bump(em);
     });
   }
@@ -167,7 +156,7 @@ export class ApplicationCredentialService {
       const user = await this.identity.resolveUser(reference.user);
       id = user
         ? await this.idsByName.get(`${user.id}\u0000${reference.name}`, async () => {
-            const row = await this.store.reader().findOne(ApplicationCredentialEntity, { userId: user.id, name: reference.name });
+            const row = await this.repository.findCredentialByName(this.store.reader(), user.id, reference.name);
             return row?.id ?? null;
           })
         : null;
@@ -182,7 +171,7 @@ export class ApplicationCredentialService {
   private cached(id: string): Promise<CachedCredential | null> {
     return this.byId.get(id, async () => {
       const em = this.store.reader();
-      const row = await em.findOne(ApplicationCredentialEntity, { id });
+      const row = await this.repository.findCredential(em, id);
       if (!row) return null;
       const credential = await this.load(em, id, row);
       if (!credential) return null;
@@ -197,26 +186,23 @@ export class ApplicationCredentialService {
 
   // ---- access rules ------------------------------------------------------------------------
 
-  async listAccessRules(userId: string, filter: { service?: string; path?: string; method?: string } = {}): Promise<AccessRule[]> {
-    const rows = await this.store.reader().find(AccessRuleEntity, { userId, ...filter }, { orderBy: { service: 'asc', path: 'asc', method: 'asc' } });
+  async listAccessRules(userId: string, filter: AccessRuleFilter = {}): Promise<AccessRule[]> {
+    const rows = await this.repository.listAccessRules(this.store.reader(), userId, filter);
     return rows.map(toAccessRule);
   }
 
   async getAccessRule(userId: string, id: string): Promise<AccessRule> {
-    const row = await this.store.reader().findOne(AccessRuleEntity, { id, userId });
+    const row = await this.repository.findAccessRule(this.store.reader(), userId, id);
     if (!row) throw NotFoundError.of('Access Rule', id);
     return toAccessRule(row);
   }
 
   async deleteAccessRule(userId: string, id: string): Promise<void> {
     await this.store.transaction(async (em) => {
-      const row = await em.findOne(AccessRuleEntity, { id, userId });
+      const row = await this.repository.findAccessRule(em, userId, id);
       if (!row) throw NotFoundError.of('Access Rule', id);
-      if ((await em.count(ApplicationCredentialAccessRuleEntity, { accessRuleId: id })) > 0) {
-        throw new ForbiddenError('May not delete access rule in use');
-      }
-      em.remove(row);
-      await em.flush();
+      if (await this.repository.isAccessRuleInUse(em, id)) throw new ForbiddenError('May not delete access rule in use');
+      await this.repository.deleteAccessRule(em, row);
     });
   }
 
@@ -224,14 +210,14 @@ export class ApplicationCredentialService {
 
   private async resolveRoles(em: EntityManager, creator: CredentialCreator, requested: ApplicationCredentialInput['roles']): Promise<Role[]> {
     if (!requested) {
-      return creator.roleIds.length ? em.find(RoleEntity, { id: { $in: creator.roleIds } }) : [];
+      return creator.roleIds.length ? this.repository.findRoles(em, creator.roleIds) : [];
     }
     const roles: Role[] = [];
     for (const reference of requested) {
       const role = reference.id
-        ? await em.findOne(RoleEntity, { id: reference.id })
+        ? await this.repository.findRole(em, reference.id)
         : reference.name
-          ? await em.findOne(RoleEntity, { name: reference.name, domainId: null })
+          ? await this.repository.findGlobalRoleByName(em, reference.name)
           : null;
       if (!role || !creator.roleIds.includes(role.id)) {
         throw new ValidationError('Invalid application credential: Cannot create an application credential with unassigned role');
@@ -243,7 +229,7 @@ export class ApplicationCredentialService {
 
   private async resolveAccessRule(em: EntityManager, userId: string, requested: NonNullable<ApplicationCredentialInput['accessRules']>[number]): Promise<AccessRule> {
     if (requested.id) {
-      const existing = await em.findOne(AccessRuleEntity, { id: requested.id, userId });
+      const existing = await this.repository.findAccessRule(em, userId, requested.id);
       if (!existing) throw NotFoundError.of('Access Rule', requested.id);
       return toAccessRule(existing);
     }
@@ -251,20 +237,16 @@ export class ApplicationCredentialService {
       throw new ValidationError('Invalid application credential: an access rule needs service, path and method.');
     }
     const identity = { userId, service: requested.service, path: requested.path, method: requested.method };
-    const existing = await em.findOne(AccessRuleEntity, identity);
+    const existing = await this.repository.findMatchingAccessRule(em, identity);
     if (existing) return toAccessRule(existing);
-    const row = em.create(AccessRuleEntity, { id: newId(), ...identity });
-    await em.flush();
-    return toAccessRule(row);
+    return toAccessRule(await this.repository.createAccessRule(em, { id: newId(), ...identity }));
   }
 
   private async load(em: EntityManager, id: string, loaded?: ApplicationCredentialRow): Promise<ApplicationCredential | null> {
-    const row = loaded ?? (await em.findOne(ApplicationCredentialEntity, { id }));
+    const row = loaded ?? (await this.repository.findCredential(em, id));
     if (!row) return null;
-    const roleLinks = await em.find(ApplicationCredentialRoleEntity, { applicationCredentialId: id });
-    const roles = roleLinks.length ? await em.find(RoleEntity, { id: { $in: roleLinks.map((link) => link.roleId) } }) : [];
-    const ruleLinks = await em.find(ApplicationCredentialAccessRuleEntity, { applicationCredentialId: id });
-    const rules = ruleLinks.length ? await em.find(AccessRuleEntity, { id: { $in: ruleLinks.map((link) => link.accessRuleId) } }) : [];
+    const roles = await this.repository.rolesOf(em, id);
+    const rules = await this.repository.accessRulesOf(em, id);
     return {
       id: row.id,
       name: row.name,
@@ -272,6 +254,7 @@ export class ApplicationCredentialService {
       userId: row.userId,
       projectId: row.projectId ?? null,
       expiresAt: row.expiresAt ?? null,
+      expiresAtMicroseconds: row.expiresAtMicroseconds ?? 0,
       unrestricted: row.unrestricted ?? null,
       roles,
       accessRules: rules.map(toAccessRule),

@@ -1,16 +1,13 @@
-import { raw } from '@mikro-orm/core';
 import type { EntityManager } from '../store/database.ts';
-import {
-  GroupEntity,
-  MembershipEntity,
-  PasswordEntity,
-  UserEntity,
-  type GroupRow,
-  type PasswordRow,
-  type UserRow,
-} from '../store/entities.ts';
-import { stringConditions, type StringMatch } from '../store/filters.ts';
-import { after, orderByOf, type PageRequest, type SortKey } from '../store/keyset.ts';
+import type { GroupRow, Json, PasswordRow, UserRow } from '../store/entities.ts';
+import type { StringMatch } from '../store/filters.ts';
+import type { PageRequest } from '../store/keyset.ts';
+
+// The identity back end interface, as Keystone's identity drivers: each domain's users, groups and
+// memberships come from one back end (SQL today; a read-only LDAP directory for some domains next).
+// Every method takes the entity manager of the caller's unit of work: the SQL driver reads and writes
+// through it (inside the service's transaction when there is one); a directory driver still needs it
+// for what stays in SQL (Keystone keeps its public-id mapping there).
 
 export interface UserQuery {
   ids?: string[];
@@ -27,106 +24,126 @@ export interface GroupQuery {
   userId?: string;
 }
 
-/** The order of user lists (name, then id: unique). */
-export const USER_ORDER: readonly SortKey<UserRow>[] = [
-  { property: 'name', column: 'name', direction: 'asc' },
-  { property: 'id', column: 'id', direction: 'asc' },
-];
+/** A user row about to be stored. */
+export type NewUser = Pick<UserRow, 'id' | 'domainId' | 'name' | 'enabled' | 'defaultProjectId' | 'extra' | 'options' | 'createdAt'>;
 
-/** Storage of users, their password history, groups and memberships. */
-export class IdentityRepository {
-  findUser(em: EntityManager, id: string): Promise<UserRow | null> {
-    return em.findOne(UserEntity, { id });
-  }
+/** The columns a user update may change. */
+export type UserChanges = Partial<
+  Pick<UserRow, 'name' | 'enabled' | 'defaultProjectId' | 'extra' | 'options' | 'failedAuthCount' | 'failedAuthAt' | 'lastActiveAt'>
+>;
 
-  findUserByName(em: EntityManager, name: string, domainId: string): Promise<UserRow | null> {
-    return em.findOne(UserEntity, { name, domainId });
-  }
+/** A new current password. */
+export interface NewPassword {
+  passwordHash: string | null;
+  createdAt: Date;
+  expiresAt: Date | null;
+  selfService: boolean;
+}
 
-  /** The users matching `query` in USER_ORDER; with `page`, only that page of them. */
-  async listUsers(em: EntityManager, query: UserQuery, page?: PageRequest<UserRow>): Promise<UserRow[]> {
-    const and: Record<string, unknown>[] = [];
-    if (query.groupId !== undefined) {
-      // A subquery, not the member ids: a group may hold every user, and each page repeats this.
-      and.push({ [raw((alias: string) => `${alias}.id`)]: { $in: raw('(select user_id from group_membership where group_id = ?)', [query.groupId]) } });
-    }
-    if (query.ids) and.push({ id: { $in: query.ids } });
-    if (query.name) and.push(...stringConditions('name', query.name));
-    if (query.domainId !== undefined) and.push({ domainId: query.domainId });
-    if (query.enabled !== undefined) and.push({ enabled: query.enabled });
-    if (page?.after) and.push(after(USER_ORDER, page.after));
-    return em.find(UserEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(USER_ORDER), ...(page ? { limit: page.limit } : {}) });
-  }
+export type NewGroup = Pick<GroupRow, 'id' | 'domainId' | 'name' | 'description'> & { extra: Json };
 
+export type GroupChanges = Partial<Pick<GroupRow, 'name' | 'description' | 'extra'>>;
+
+/** What a back end supplies for the domains it serves. */
+export interface IdentityBackend {
+  /**
+   * How this back end changes users, groups and memberships; null for a read-only one (Keystone's
+   * LDAP driver), whose every write the service refuses with Keystone's generic 403.
+   */
+  readonly writes: IdentityWrites | null;
+
+  // ---- users
+  findUser(em: EntityManager, id: string): Promise<UserRow | null>;
+  findUserByName(em: EntityManager, name: string, domainId: string): Promise<UserRow | null>;
+  /** The users matching `query`, by name then id; with `page`, only that page of them. */
+  listUsers(em: EntityManager, query: UserQuery, page?: PageRequest<UserRow>): Promise<UserRow[]>;
+
+  // ---- passwords (a back end without stored passwords answers none)
   /** Current password rows (the newest per user) for the given users. */
-  async currentPasswords(em: EntityManager, userIds: string[]): Promise<Map<string, PasswordRow>> {
-    const current = new Map<string, PasswordRow>();
-    if (userIds.length === 0) return current;
-    const rows = await em.find(PasswordEntity, { userId: { $in: userIds } }, { orderBy: { createdAt: 'desc', id: 'desc' } });
-    for (const row of rows) if (!current.has(row.userId)) current.set(row.userId, row);
-    return current;
-  }
-
+  currentPasswords(em: EntityManager, userIds: string[]): Promise<Map<string, PasswordRow>>;
   /** Newest first. */
-  passwordHistory(em: EntityManager, userId: string): Promise<PasswordRow[]> {
-    return em.find(PasswordEntity, { userId }, { orderBy: { createdAt: 'desc', id: 'desc' } });
-  }
+  passwordHistory(em: EntityManager, userId: string): Promise<PasswordRow[]>;
 
+  // ---- lockout and activity bookkeeping: single statements outside any transaction (see the service)
   /**
    * One more failed authentication, atomically (concurrent attempts all count). A lock that has
    * run out starts a new count, as Keystone resets the counter when the lockout duration is over.
    */
-  async recordFailedAuth(em: EntityManager, userId: string, now: Date, lock: { attempts: number; expiredBefore: Date }): Promise<void> {
-    await em.getConnection().execute(
-      `update identity_user set
-         failed_auth_count = case when failed_auth_count >= ? and failed_auth_at <= ? then 1 else failed_auth_count + 1 end,
-         failed_auth_at = ?
-       where id = ?`,
-      [lock.attempts, lock.expiredBefore, now, userId],
-    );
+  recordFailedAuth(em: EntityManager, userId: string, now: Date, lock: { attempts: number; expiredBefore: Date }): Promise<void>;
+  resetFailedAuth(em: EntityManager, userId: string): Promise<void>;
+  recordActivity(em: EntityManager, userId: string, now: Date): Promise<void>;
+
+  // ---- groups and memberships
+  findGroup(em: EntityManager, id: string): Promise<GroupRow | null>;
+  /** The groups matching `query`, by name then id. */
+  listGroups(em: EntityManager, query: GroupQuery): Promise<GroupRow[]>;
+  groupIdsOfUser(em: EntityManager, userId: string): Promise<string[]>;
+  /** The members of each group (groups without members are absent). */
+  userIdsInGroups(em: EntityManager, groupIds: string[]): Promise<Map<string, string[]>>;
+  isMember(em: EntityManager, userId: string, groupId: string): Promise<boolean>;
+}
+
+/** The writes of a writable back end; each is stored when it returns (within the caller's transaction). */
+export interface IdentityWrites {
+  createUser(em: EntityManager, user: NewUser): Promise<UserRow>;
+  /** `user` as found by this back end in the same unit of work; returned changed. */
+  updateUser(em: EntityManager, user: UserRow, changes: UserChanges): Promise<UserRow>;
+  deleteUser(em: EntityManager, user: UserRow): Promise<void>;
+  /**
+   * Stores a new current password. Of the earlier ones, the newest `keep` stay as history, expiring
+   * now if they have not yet, and the rest are deleted.
+   */
+  setPassword(em: EntityManager, userId: string, password: NewPassword, keep: number): Promise<PasswordRow>;
+
+  createGroup(em: EntityManager, group: NewGroup): Promise<GroupRow>;
+  /** `group` as found by this back end in the same unit of work; returned changed. */
+  updateGroup(em: EntityManager, group: GroupRow, changes: GroupChanges): Promise<GroupRow>;
+  deleteGroup(em: EntityManager, group: GroupRow): Promise<void>;
+  addMember(em: EntityManager, userId: string, groupId: string): Promise<void>;
+  removeMember(em: EntityManager, userId: string, groupId: string): Promise<void>;
+}
+
+/**
+ * Which back end holds what: a domain's users and groups, or the entity with an id. Today every
+ * domain's back end is SQL. Resolving is synchronous so the cached paths stay as they are; a
+ * domain-specific driver will need Keystone's public-id mapping to place an id.
+ */
+export class IdentityRepository {
+  constructor(
+    /** The default back end: every domain without a driver of its own (and lists that name none). */
+    readonly defaultBackend: IdentityBackend,
+  ) {}
+
+  /** The back end of a domain's users and groups. */
+  backendFor(_domainId: string): IdentityBackend {
+    return this.defaultBackend;
   }
 
-  async resetFailedAuth(em: EntityManager, userId: string): Promise<void> {
-    await em.nativeUpdate(UserEntity, { id: userId }, { failedAuthCount: 0, failedAuthAt: null });
+  /** The back end that holds the user or group with this id (Keystone: the id mapping, else the default). */
+  backendOf(_id: string): IdentityBackend {
+    return this.defaultBackend;
   }
 
-  async recordActivity(em: EntityManager, userId: string, now: Date): Promise<void> {
-    await em.nativeUpdate(UserEntity, { id: userId }, { lastActiveAt: now });
+  /**
+   * The back end of a list: the group's or user's it is about, else the domain's it names, else the
+   * default (as in Keystone, a directory domain's users are listed only when the domain is named).
+   */
+  backendOfQuery(query: { groupId?: string; userId?: string; domainId?: string }): IdentityBackend {
+    if (query.groupId !== undefined) return this.backendOf(query.groupId);
+    if (query.userId !== undefined) return this.backendOf(query.userId);
+    if (query.domainId !== undefined) return this.backendFor(query.domainId);
+    return this.defaultBackend;
   }
 
-  findGroup(em: EntityManager, id: string): Promise<GroupRow | null> {
-    return em.findOne(GroupEntity, { id });
-  }
-
-  async listGroups(em: EntityManager, query: GroupQuery): Promise<GroupRow[]> {
-    const and: Record<string, unknown>[] = [];
-    if (query.userId !== undefined) {
-      and.push({ id: { $in: await this.groupIdsOfUser(em, query.userId) } });
+  /** The ids by the back end holding them. */
+  byBackend(ids: string[]): Map<IdentityBackend, string[]> {
+    const groups = new Map<IdentityBackend, string[]>();
+    for (const id of ids) {
+      const backend = this.backendOf(id);
+      const held = groups.get(backend);
+      if (held) held.push(id);
+      else groups.set(backend, [id]);
     }
-    if (query.ids) and.push({ id: { $in: query.ids } });
-    if (query.name) and.push(...stringConditions('name', query.name));
-    if (query.domainId !== undefined) and.push({ domainId: query.domainId });
-    return em.find(GroupEntity, and.length ? { $and: and } : {}, { orderBy: { name: 'asc', id: 'asc' } });
-  }
-
-  async groupIdsOfUser(em: EntityManager, userId: string): Promise<string[]> {
-    const memberships = await em.find(MembershipEntity, { userId });
-    return memberships.map((membership) => membership.groupId);
-  }
-
-  async userIdsInGroups(em: EntityManager, groupIds: string[]): Promise<Map<string, string[]>> {
-    const byGroup = new Map<string, string[]>();
-    if (groupIds.length === 0) return byGroup;
-    const memberships = await em.find(MembershipEntity, { groupId: { $in: groupIds } });
-    for (const membership of memberships) {
-      const members = byGroup.get(membership.groupId);
-      if (members) members.push(membership.userId);
-      else byGroup.set(membership.groupId, [membership.userId]);
-    }
-    return byGroup;
-  }
-
-  async isMember(em: EntityManager, userId: string, groupId: string): Promise<boolean> {
-    return (await em.count(MembershipEntity, { userId, groupId })) > 0;
+    return groups;
   }
 }

@@ -1,25 +1,17 @@
 import { cacheRow, LoadingCache, type CacheEpoch } from '../support/cache.ts';
 import type { AccessEpoch } from '../events/access-epoch.ts';
 import type { Clock } from '../support/clock.ts';
-import { AuthenticationError, ConflictError, NotFoundError, ValidationError } from '../support/errors.ts';
+import { AuthenticationError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../support/errors.ts';
 import type { Revocations } from '../events/revocation.ts';
 import { newId } from '../support/ids.ts';
 import type { ResourceService } from '../resource/resource-service.ts';
 import { cleanOptions } from '../resource/resource-service.ts';
 import type { EntityManager, Store } from '../store/database.ts';
-import {
-  GroupEntity,
-  MembershipEntity,
-  PasswordEntity,
-  UserEntity,
-  type GroupRow,
-  type Json,
-  type PasswordRow,
-  type UserRow,
-} from '../store/entities.ts';
+import type { GroupRow, Json, PasswordRow, UserRow } from '../store/entities.ts';
 import { isUniqueViolation, type StringMatch } from '../store/filters.ts';
 import { pagesOf, type Page } from '../store/keyset.ts';
-import { IdentityRepository } from './identity-repository.ts';
+import { IdentityRepository, type GroupChanges, type IdentityBackend, type IdentityWrites, type UserChanges } from './identity-repository.ts';
+import { SqlIdentityBackend } from './sql-identity-backend.ts';
 import type { PasswordHasher } from './password-hash.ts';
 import { PasswordPolicy, SECURITY_COMPLIANCE_OFF } from './security-compliance.ts';
 import type { SecurityCompliance } from '../config.ts';
@@ -100,9 +92,8 @@ export interface GroupFilter {
 /** How a client names the user it authenticates as. */
 export type UserReference = { id: string } | { name: string; domainId: string } | { name: string; domainName: string };
 
-/** Users, passwords, groups and memberships. */
+/** Users, passwords, groups and memberships, each domain's from its back end (the repository). */
 export class IdentityService {
-  private readonly repository = new IdentityRepository();
   private readonly policy: PasswordPolicy;
 
   // What token issue and validation read about a user, per data generation. Every change to these
@@ -125,6 +116,8 @@ export class IdentityService {
     cacheSize = 20_000,
     /** Bumped by every change that takes roles away (other nodes' polls notice it). */
     private readonly accessEpoch?: AccessEpoch,
+    /** Which back end holds each domain's users and groups (SQL for every domain by default). */
+    private readonly repository: IdentityRepository = new IdentityRepository(new SqlIdentityBackend()),
   ) {
     this.policy = new PasswordPolicy(compliance);
     this.userRows = new LoadingCache(cacheSize, epoch);
@@ -135,15 +128,16 @@ export class IdentityService {
   // ---- users -----------------------------------------------------------------------------
 
   async getUser(id: string, em: EntityManager = this.store.reader()): Promise<User> {
-    const row = await this.repository.findUser(em, id);
+    const backend = this.repository.backendOf(id);
+    const row = await backend.findUser(em, id);
     if (!row) throw NotFoundError.of('user', id);
-    const passwords = await this.repository.currentPasswords(em, [id]);
+    const passwords = await backend.currentPasswords(em, [id]);
     return this.toUser(row, passwords.get(id));
   }
 
   /** The user for token issue and validation (cached; `options` and `extra` are read-only). */
   async findUser(id: string): Promise<User | null> {
-    const load = async () => cacheRow(await this.repository.findUser(this.store.reader(), id));
+    const load = async () => cacheRow(await this.repository.backendOf(id).findUser(this.store.reader(), id));
     let row = await this.userRows.get(id, load);
     // last_active_at changes without a new generation, and only forwards: a cached row may look
     // inactive when the user is not (never the other way), so that verdict is checked first.
@@ -155,19 +149,20 @@ export class IdentityService {
   /** The newest password row of a user (cached, read-only). */
   private async currentPassword(userId: string): Promise<PasswordRow | undefined> {
     const current = await this.currentPasswords.get(userId, async () =>
-      cacheRow((await this.repository.currentPasswords(this.store.reader(), [userId])).get(userId) ?? null),
+      cacheRow((await this.repository.backendOf(userId).currentPasswords(this.store.reader(), [userId])).get(userId) ?? null),
     );
     return current ?? undefined;
   }
 
   async listUsers(filter: UserFilter): Promise<User[]> {
     const em = this.store.reader();
-    return this.usersOf(em, await this.repository.listUsers(em, filter));
+    const backend = this.repository.backendOfQuery(filter);
+    return this.usersOf(backend, em, await backend.listUsers(em, filter));
   }
 
   /** Rows as users, with their current passwords' dates (one query for the lot). */
-  private async usersOf(em: EntityManager, rows: UserRow[]): Promise<User[]> {
-    const passwords = await this.repository.currentPasswords(em, rows.map((row) => row.id));
+  private async usersOf(backend: IdentityBackend, em: EntityManager, rows: UserRow[]): Promise<User[]> {
+    const passwords = await backend.currentPasswords(em, rows.map((row) => row.id));
     return rows.map((row) => this.toUser(row, passwords.get(row.id)));
   }
 
@@ -176,25 +171,27 @@ export class IdentityService {
    * lists too long to hold: the pages in order are listUsers' answer.
    */
   listUserPages(filter: UserFilter & { groupId?: string }, pageSize: number): AsyncGenerator<Page<User>, void, undefined> {
+    const backend = this.repository.backendOfQuery(filter);
     return pagesOf<UserRow, User>(
       pageSize,
-      (page) => this.repository.listUsers(this.store.reader(), filter, page),
-      (rows) => this.usersOf(this.store.reader(), rows),
+      (page) => backend.listUsers(this.store.reader(), filter, page),
+      (rows) => this.usersOf(backend, this.store.reader(), rows),
     );
   }
 
   async createUser(input: UserInput, setting: PasswordSetting = {}): Promise<User> {
     if (input.password !== undefined && !setting.generated) this.policy.checkStrength(input.password);
     const name = input.name.trim();
-    if (!name) throw new ValidationError("Invalid input for field 'name': the name must contain a non-space character.");
+    if (!name) throw ValidationError.blankName();
     const passwordHash = typeof input.password === 'string' ? await this.hasher.hash(input.password) : null;
     const now = new Date(this.clock.now());
     return this.store
       .transaction(async (em) => {
         const domain = await this.resources.findAny(input.domainId, em);
         if (!domain || !domain.isDomain) throw NotFoundError.of('domain', input.domainId);
+        const writes = this.writesOf(this.repository.backendFor(domain.id));
         if (input.defaultProjectId) await this.refuseDomainAsDefaultProject(em, input.defaultProjectId);
-        const row = em.create(UserEntity, {
+        const row = await writes.createUser(em, {
           id: newId(),
           domainId: domain.id,
           name,
@@ -202,23 +199,17 @@ export class IdentityService {
           defaultProjectId: input.defaultProjectId ?? null,
           extra: input.extra ?? {},
           options: cleanOptions({}, input.options),
-          failedAuthCount: 0,
-          failedAuthAt: null,
-          lastActiveAt: null,
           createdAt: now,
         });
-        // The user row must exist before its password row (the unit of work does not order them).
-        await em.flush();
         const password =
           input.password === undefined
             ? undefined
-            : await this.newPassword(em, row, passwordHash, now, setting.setBy ?? 'admin');
-        await em.flush();
+            : await this.newPassword(em, writes, row, passwordHash, now, setting.setBy ?? 'admin');
         return this.toUser(row, password);
       })
       .catch((error: unknown) => {
         if (isUniqueViolation(error)) {
-          throw new ConflictError('user', `Duplicate entry found with name ${name} at domain ID ${input.domainId}`);
+          throw ConflictError.duplicateName('user', name, input.domainId);
         }
         throw error;
       });
@@ -231,43 +222,46 @@ export class IdentityService {
     const name = patch.name?.trim();
     return this.store
       .transaction(async (em) => {
-        const row = await this.repository.findUser(em, id);
-        if (!row) throw NotFoundError.of('user', id);
+        const backend = this.repository.backendOf(id);
+        const found = await backend.findUser(em, id);
+        if (!found) throw NotFoundError.of('user', id);
+        const writes = this.writesOf(backend);
         if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change user ID');
-        if (patch.domainId !== undefined && patch.domainId !== row.domainId) throw new ValidationError('Cannot change Domain ID');
+        if (patch.domainId !== undefined && patch.domainId !== found.domainId) throw ValidationError.domainChange();
+        const changes: UserChanges = {};
         if (name !== undefined) {
-          if (!name) throw new ValidationError("Invalid input for field 'name': the name must contain a non-space character.");
-          row.name = name;
+          if (!name) throw ValidationError.blankName();
+          changes.name = name;
         }
         if (patch.defaultProjectId !== undefined) {
           if (patch.defaultProjectId) await this.refuseDomainAsDefaultProject(em, patch.defaultProjectId);
-          row.defaultProjectId = patch.defaultProjectId;
+          changes.defaultProjectId = patch.defaultProjectId;
         }
-        if (patch.options !== undefined) row.options = cleanOptions(row.options, patch.options);
-        if (patch.extra !== undefined && Object.keys(patch.extra).length) row.extra = { ...row.extra, ...patch.extra };
+        if (patch.options !== undefined) changes.options = cleanOptions(found.options, patch.options);
+        if (patch.extra !== undefined && Object.keys(patch.extra).length) changes.extra = { ...found.extra, ...patch.extra };
         let revoke = false;
         if (patch.enabled !== undefined) {
-          if (!patch.enabled && row.enabled) revoke = true;
+          if (!patch.enabled && found.enabled) revoke = true;
           if (patch.enabled) {
             // Re-enabling clears a lockout and restarts the inactivity count, as in Keystone.
-            row.failedAuthCount = 0;
-            row.failedAuthAt = null;
-            row.lastActiveAt = now;
+            changes.failedAuthCount = 0;
+            changes.failedAuthAt = null;
+            changes.lastActiveAt = now;
           }
-          row.enabled = patch.enabled;
+          changes.enabled = patch.enabled;
         }
+        const row = await writes.updateUser(em, found, changes);
         let password: PasswordRow | undefined;
         if (patch.password !== undefined) {
-          password = await this.newPassword(em, row, passwordHash, now, setting.setBy ?? 'admin');
+          password = await this.newPassword(em, writes, row, passwordHash, now, setting.setBy ?? 'admin');
           revoke = true;
         }
         if (revoke) await this.revocations.record(em, { userId: id });
-        await em.flush();
-        return this.toUser(row, password ?? (await this.repository.currentPasswords(em, [id])).get(id));
+        return this.toUser(row, password ?? (await backend.currentPasswords(em, [id])).get(id));
       })
       .catch((error: unknown) => {
         if (isUniqueViolation(error)) {
-          throw new ConflictError('user', `Duplicate entry found with name ${name} at domain ID ${patch.domainId ?? ''}`);
+          throw ConflictError.duplicateName('user', String(name), patch.domainId ?? '');
         }
         throw error;
       });
@@ -275,11 +269,12 @@ export class IdentityService {
 
   deleteUser(id: string): Promise<void> {
     return this.store.transaction(async (em) => {
-      const row = await this.repository.findUser(em, id);
+      const backend = this.repository.backendOf(id);
+      const row = await backend.findUser(em, id);
       if (!row) throw NotFoundError.of('user', id);
+      const writes = this.writesOf(backend);
       await this.revocations.record(em, { userId: id });
-      em.remove(row);
-      await em.flush();
+      await writes.deleteUser(em, row);
     });
   }
 
@@ -310,7 +305,8 @@ export class IdentityService {
    */
   async changePassword(userId: string, originalPassword: string, newPassword: string): Promise<void> {
     const em = this.store.reader();
-    const { row: user, current } = await this.checkCredentials(em, await this.repository.findUser(em, userId), originalPassword, userId, {
+    const backend = this.repository.backendOf(userId);
+    const { row: user, current } = await this.checkCredentials(em, await backend.findUser(em, userId), originalPassword, userId, {
       nameDisabled: true,
     });
     await this.recordSuccess(em, user, this.clock.now());
@@ -323,7 +319,7 @@ export class IdentityService {
     }
     this.policy.checkMinimumAge(current, this.clock.now());
     if (this.policy.historyCount > 0) {
-      const recent = (await this.repository.passwordHistory(em, userId)).slice(0, this.policy.historyCount);
+      const recent = (await backend.passwordHistory(em, userId)).slice(0, this.policy.historyCount);
       for (const previous of recent) {
         if (await this.hasher.verify(newPassword, previous.passwordHash)) throw this.policy.historyError();
       }
@@ -331,11 +327,10 @@ export class IdentityService {
     const passwordHash = await this.hasher.hash(newPassword);
     const now = new Date(this.clock.now());
     await this.store.transaction(async (transaction) => {
-      const fresh = await this.repository.findUser(transaction, userId);
+      const fresh = await backend.findUser(transaction, userId);
       if (!fresh) throw AuthenticationError.because({ reason: `Could not find user: ${userId}.`, code: 404 });
-      await this.newPassword(transaction, fresh, passwordHash, now, 'self');
+      await this.newPassword(transaction, this.writesOf(backend), fresh, passwordHash, now, 'self');
       await this.revocations.record(transaction, { userId });
-      await transaction.flush();
     });
   }
 
@@ -382,12 +377,13 @@ export class IdentityService {
     const attempts = this.policy.settings.lockoutFailureAttempts;
     if (attempts === undefined) return;
     const expiredBefore = new Date(now - this.policy.settings.lockoutDurationSeconds * 1000);
-    await this.repository.recordFailedAuth(em, userId, new Date(now), { attempts, expiredBefore });
+    await this.repository.backendOf(userId).recordFailedAuth(em, userId, new Date(now), { attempts, expiredBefore });
   }
 
   private async recordSuccess(em: EntityManager, row: UserRow, now: number): Promise<void> {
-    if (row.failedAuthCount > 0) await this.repository.resetFailedAuth(em, row.id);
-    if (this.policy.needsActivityUpdate(row, now)) await this.repository.recordActivity(em, row.id, new Date(now));
+    const backend = this.repository.backendFor(row.domainId);
+    if (row.failedAuthCount > 0) await backend.resetFailedAuth(em, row.id);
+    if (this.policy.needsActivityUpdate(row, now)) await backend.recordActivity(em, row.id, new Date(now));
   }
 
   /** The user a token request names, or null (unknown user, or its domain unknown or disabled). Cached. */
@@ -396,7 +392,7 @@ export class IdentityService {
     const domainId = await this.namedUserDomainId(reference);
     if (!domainId) return null;
     const id = await this.userIdsByName.get(`${domainId}\u0000${reference.name}`, async () => {
-      const row = await this.repository.findUserByName(this.store.reader(), reference.name, domainId);
+      const row = await this.repository.backendFor(domainId).findUserByName(this.store.reader(), reference.name, domainId);
       return row?.id ?? null;
     });
     return id ? this.findUser(id) : null;
@@ -407,9 +403,9 @@ export class IdentityService {
    * counters change outside transactions, on any node); the domain of a name comes from the cache.
    */
   private async findUserRow(em: EntityManager, reference: UserReference): Promise<UserRow | null> {
-    if ('id' in reference) return this.repository.findUser(em, reference.id);
+    if ('id' in reference) return this.repository.backendOf(reference.id).findUser(em, reference.id);
     const domainId = await this.namedUserDomainId(reference);
-    return domainId ? this.repository.findUserByName(em, reference.name, domainId) : null;
+    return domainId ? this.repository.backendFor(domainId).findUserByName(em, reference.name, domainId) : null;
   }
 
   /** The domain a user name is looked up in: it must exist and be enabled. */
@@ -423,20 +419,22 @@ export class IdentityService {
    * A new current password. As Keystone: only the newest unique_last_password_count rows (at least
    * one) are kept as history, and every earlier password expires now.
    */
-  private async newPassword(
+  private newPassword(
     em: EntityManager,
+    writes: IdentityWrites,
     user: UserRow,
     passwordHash: string | null,
     now: Date,
     setBy: 'admin' | 'self' | 'operator',
   ): Promise<PasswordRow> {
-    const history = await this.repository.passwordHistory(em, user.id);
-    for (const [index, previous] of history.entries()) {
-      if (index >= this.policy.rowsKept) em.remove(previous);
-      else if (!previous.expiresAt || previous.expiresAt > now) previous.expiresAt = now;
-    }
     const expiresAt = this.policy.expiresAt(now.getTime(), user.options, setBy);
-    return em.create(PasswordEntity, { userId: user.id, passwordHash, createdAt: now, expiresAt, selfService: setBy === 'self' });
+    return writes.setPassword(em, user.id, { passwordHash, createdAt: now, expiresAt, selfService: setBy === 'self' }, this.policy.rowsKept);
+  }
+
+  /** How `backend` writes; a read-only back end's users and groups are refused as Keystone does (403). */
+  private writesOf(backend: IdentityBackend): IdentityWrites {
+    if (!backend.writes) throw ForbiddenError.action();
+    return backend.writes;
   }
 
   /** A user as the API and tokens see it: the row plus its current password's expiry. */
@@ -461,13 +459,13 @@ export class IdentityService {
   // ---- groups ----------------------------------------------------------------------------
 
   async getGroup(id: string, em: EntityManager = this.store.reader()): Promise<Group> {
-    const row = await this.repository.findGroup(em, id);
+    const row = await this.repository.backendOf(id).findGroup(em, id);
     if (!row) throw NotFoundError.of('group', id);
     return row;
   }
 
   listGroups(filter: GroupFilter & { userId?: string }): Promise<Group[]> {
-    return this.repository.listGroups(this.store.reader(), filter);
+    return this.repository.backendOfQuery(filter).listGroups(this.store.reader(), filter);
   }
 
   createGroup(input: GroupInput): Promise<Group> {
@@ -475,19 +473,17 @@ export class IdentityService {
       .transaction(async (em) => {
         const domain = await this.resources.findAny(input.domainId, em);
         if (!domain || !domain.isDomain) throw NotFoundError.of('domain', input.domainId);
-        const row = em.create(GroupEntity, {
+        return this.writesOf(this.repository.backendFor(domain.id)).createGroup(em, {
           id: newId(),
           domainId: domain.id,
           name: input.name,
           description: input.description ?? '',
           extra: input.extra ?? {},
         });
-        await em.flush();
-        return row;
       })
       .catch((error: unknown) => {
         if (isUniqueViolation(error)) {
-          throw new ConflictError('group', `Duplicate entry found with name ${input.name} at domain ID ${input.domainId}`);
+          throw ConflictError.duplicateName('group', input.name, input.domainId);
         }
         throw error;
       });
@@ -497,17 +493,18 @@ export class IdentityService {
     return this.store
       .transaction(async (em) => {
         const row = await this.getGroup(id, em);
+        const writes = this.writesOf(this.repository.backendOf(id));
         if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change group ID');
-        if (patch.domainId !== undefined && patch.domainId !== row.domainId) throw new ValidationError('Cannot change Domain ID');
-        if (patch.name !== undefined) row.name = patch.name;
-        if (patch.description !== undefined) row.description = patch.description ?? '';
-        if (patch.extra !== undefined && Object.keys(patch.extra).length) row.extra = { ...row.extra, ...patch.extra };
-        await em.flush();
-        return row;
+        if (patch.domainId !== undefined && patch.domainId !== row.domainId) throw ValidationError.domainChange();
+        const changes: GroupChanges = {};
+        if (patch.name !== undefined) changes.name = patch.name;
+        if (patch.description !== undefined) changes.description = patch.description ?? '';
+        if (patch.extra !== undefined && Object.keys(patch.extra).length) changes.extra = { ...row.extra, ...patch.extra };
+        return writes.updateGroup(em, row, changes);
       })
       .catch((error: unknown) => {
         if (isUniqueViolation(error)) {
-          throw new ConflictError('group', `Duplicate entry found with name ${patch.name} at domain ID ${patch.domainId ?? ''}`);
+          throw ConflictError.duplicateName('group', String(patch.name), patch.domainId ?? '');
         }
         throw error;
       });
@@ -516,8 +513,7 @@ export class IdentityService {
   deleteGroup(id: string): Promise<void> {
     return this.store.transaction(async (em) => {
       const row = await this.getGroup(id, em);
-      em.remove(row);
-      await em.flush();
+      await this.writesOf(this.repository.backendOf(id)).deleteGroup(em, row);
       // Its grants and memberships go by cascade: its members lose those roles.
       await this.accessEpoch?.bump(em);
     });
@@ -525,18 +521,19 @@ export class IdentityService {
 
   async addUserToGroup(groupId: string, userId: string): Promise<void> {
     await this.store.transaction(async (em) => {
+      const backend = this.repository.backendOf(groupId);
       await this.getGroup(groupId, em);
-      if (!(await this.repository.findUser(em, userId))) throw NotFoundError.of('user', userId);
-      if (await this.repository.isMember(em, userId, groupId)) return;
-      em.create(MembershipEntity, { userId, groupId });
-      await em.flush();
+      if (!(await this.repository.backendOf(userId).findUser(em, userId))) throw NotFoundError.of('user', userId);
+      const writes = this.writesOf(backend);
+      if (await backend.isMember(em, userId, groupId)) return;
+      await writes.addMember(em, userId, groupId);
     });
   }
 
   async removeUserFromGroup(groupId: string, userId: string): Promise<void> {
     await this.store.transaction(async (em) => {
       await this.assertMembership(em, groupId, userId);
-      await em.nativeDelete(MembershipEntity, { userId, groupId });
+      await this.writesOf(this.repository.backendOf(groupId)).removeMember(em, userId, groupId);
       await this.accessEpoch?.bump(em);
     });
   }
@@ -546,18 +543,23 @@ export class IdentityService {
   }
 
   async groupIdsOfUser(userId: string, em: EntityManager = this.store.reader()): Promise<string[]> {
-    return this.repository.groupIdsOfUser(em, userId);
+    return this.repository.backendOf(userId).groupIdsOfUser(em, userId);
   }
 
   /** Members of each group, for expanding group assignments. */
   async membersOfGroups(groupIds: string[]): Promise<Map<string, string[]>> {
-    return this.repository.userIdsInGroups(this.store.reader(), groupIds);
+    const em = this.store.reader();
+    const members = new Map<string, string[]>();
+    for (const [backend, ids] of this.repository.byBackend(groupIds)) {
+      for (const [groupId, userIds] of await backend.userIdsInGroups(em, ids)) members.set(groupId, userIds);
+    }
+    return members;
   }
 
   private async assertMembership(em: EntityManager, groupId: string, userId: string): Promise<void> {
     await this.getGroup(groupId, em);
-    if (!(await this.repository.findUser(em, userId))) throw NotFoundError.of('user', userId);
-    if (!(await this.repository.isMember(em, userId, groupId))) {
+    if (!(await this.repository.backendOf(userId).findUser(em, userId))) throw NotFoundError.of('user', userId);
+    if (!(await this.repository.backendOf(groupId).isMember(em, userId, groupId))) {
       throw new NotFoundError(`User '${userId}' not found in group '${groupId}'`);
     }
   }

@@ -114,6 +114,7 @@ export class ServiceMetrics {
   private readonly requests: Counter;
   private readonly duration: Histogram;
   private readonly upstreamErrors: Counter;
+  private readonly shadowDecisions: Counter;
   private readonly gatewayRoutes = new Map<string, RouteSeries>();
   private readonly identityRoutes = new Map<string, RouteSeries>();
   private sources: MetricSources | undefined;
@@ -142,6 +143,11 @@ export class ServiceMetrics {
       'keystone_gateway_upstream_errors_total',
       'Proxied requests that got no answer from their service, by service type and kind (connect, timeout, circuit_open).',
       ['service', 'kind'],
+    );
+    this.shadowDecisions = registry.counter(
+      'keystone_gateway_shadow_decisions_total',
+      'Proxied requests the shadow policy (POLICY_SHADOW_DIR) decided otherwise than the live policy, by service type and the two effects (allow, deny).',
+      ['service', 'live', 'shadow'],
     );
     registry.collected('keystone_gateway_upstream_circuit_state', 'Circuit of an upstream origin that has had failures: 0 closed, 1 open, 2 half-open.', 'gauge', ['upstream'], () =>
       map(this.sources?.circuits() ?? [], ([upstream, state]) => [[upstream], CIRCUIT_STATE_VALUES[state]]),
@@ -222,6 +228,11 @@ export class ServiceMetrics {
       this.identityRoutes.set(route, series);
     }
     series.record(method, identityDecision(status), status, seconds);
+  }
+
+  /** One proxied request the shadow policy decided otherwise (disagreements only: rare by design, so the label lookup is fine). */
+  shadowDisagreement(service: string, live: 'allow' | 'deny', shadow: 'allow' | 'deny'): void {
+    this.shadowDecisions.labels(service, live, shadow).inc();
   }
 
   upstreamError(service: string, kind: 'connect' | 'timeout' | 'circuit_open'): void {

@@ -6,7 +6,7 @@ import { newId } from '../support/ids.ts';
 import type { EntityManager, Store } from '../store/database.ts';
 import type { Json, ProjectRow } from '../store/entities.ts';
 import { isUniqueViolation, type StringMatch } from '../store/filters.ts';
-import { ProjectRepository, type ProjectQuery } from './project-repository.ts';
+import { ResourceRepository, type ProjectQuery } from './resource-repository.ts';
 import { pagesOf, type Page } from '../store/keyset.ts';
 
 export const DEFAULT_DOMAIN_ID = 'default';
@@ -58,7 +58,7 @@ export type ProjectFilter = Omit<ProjectQuery, 'isDomain'> & { isDomain?: boolea
 
 /** Domains and projects: the resource tree that scopes users, groups and role assignments. */
 export class ResourceService {
-  private readonly projects = new ProjectRepository();
+  private readonly projects = new ResourceRepository();
 
   // Lookups of token issue and validation, per data generation (every change here is a committed
   // transaction, so a disabled or deleted domain or project is seen by the next request).
@@ -104,8 +104,7 @@ export class ResourceService {
     const row = this.newRow({ ...input, domainId: '', isDomain: true });
     return this.store
       .transaction(async (em) => {
-        this.projects.create(em, row);
-        await em.flush();
+        await this.projects.insert(em, row);
         return row;
       })
       .catch((error: unknown) => {
@@ -124,7 +123,7 @@ export class ResourceService {
         const disabling = patch.enabled === false && domain.enabled;
         this.applyCommonPatch(domain, patch);
         await this.revokeOnDisable(em, domain, disabling);
-        await em.flush();
+        await this.projects.saveChanges(em);
         return domain;
       })
       .catch((error: unknown) => {
@@ -143,8 +142,7 @@ export class ResourceService {
       // Projects, users, groups and domain roles go with it (foreign keys cascade, triggers remove
       // their role assignments); the event revokes every token of its users and projects at once.
       await this.revocations.record(em, { domainId: id });
-      em.remove(domain);
-      await em.flush();
+      await this.projects.delete(em, domain);
     });
   }
 
@@ -212,8 +210,7 @@ export class ResourceService {
           if (depth > MAX_PROJECT_DEPTH) throw new ForbiddenError(`Max hierarchy depth reached for ${parent.id} branch.`);
         }
         const row = this.newRow({ ...input, domainId: domain.id, parentId, isDomain: false });
-        this.projects.create(em, row);
-        await em.flush();
+        await this.projects.insert(em, row);
         return row;
       })
       .catch((error: unknown) => {
@@ -232,7 +229,7 @@ export class ResourceService {
       .transaction(async (em) => {
         const project = await this.getProject(id, em);
         if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
-        if (patch.domainId !== undefined && patch.domainId !== project.domainId) throw new ValidationError('Cannot change Domain ID');
+        if (patch.domainId !== undefined && patch.domainId !== project.domainId) throw ValidationError.domainChange();
         if (patch.isDomain !== undefined && patch.isDomain !== project.isDomain) {
           throw new ValidationError('Cannot change is_domain attribute of a project.');
         }
@@ -255,7 +252,7 @@ export class ResourceService {
         const disabling = patch.enabled === false && project.enabled;
         this.applyCommonPatch(project, patch);
         await this.revokeOnDisable(em, project, disabling);
-        await em.flush();
+        await this.projects.saveChanges(em);
         return project;
       })
       .catch((error: unknown) => {
@@ -281,8 +278,7 @@ export class ResourceService {
         );
       }
       await this.revocations.record(em, project.isDomain ? { domainId: id } : { projectId: id });
-      em.remove(project);
-      await em.flush();
+      await this.projects.delete(em, project);
     });
   }
 
@@ -293,7 +289,7 @@ export class ResourceService {
     return this.store.transaction(async (em) => {
       const project = await this.getProject(projectId, em);
       project.tags = [...tags];
-      await em.flush();
+      await this.projects.saveChanges(em);
       return project.tags;
     });
   }
@@ -303,9 +299,9 @@ export class ResourceService {
     await this.store.transaction(async (em) => {
       const project = await this.getProject(projectId, em);
       if (project.tags.includes(tag)) return;
-      if (project.tags.length >= MAX_TAGS) throw new ValidationError(`A project may have at most ${MAX_TAGS} tags.`);
+      if (project.tags.length >= MAX_TAGS) throw tooManyTags();
       project.tags = [...project.tags, tag];
-      await em.flush();
+      await this.projects.saveChanges(em);
     });
   }
 
@@ -314,7 +310,7 @@ export class ResourceService {
       const project = await this.getProject(projectId, em);
       if (!project.tags.includes(tag)) throw new NotFoundError(`Could not find project tag: ${tag}.`);
       project.tags = project.tags.filter((existing) => existing !== tag);
-      await em.flush();
+      await this.projects.saveChanges(em);
     });
   }
 
@@ -383,11 +379,15 @@ export function cleanOptions(current: Json, changes: Json | undefined): Json {
 }
 
 function validateTags(tags: string[]): void {
-  if (tags.length > MAX_TAGS) throw new ValidationError(`A project may have at most ${MAX_TAGS} tags.`);
+  if (tags.length > MAX_TAGS) throw tooManyTags();
   if (new Set(tags).size !== tags.length) throw new ValidationError('Tags must be unique.');
   for (const tag of tags) {
     if (tag.length < 1 || tag.length > 255 || tag.includes('/') || tag.includes(',')) {
       throw new ValidationError(`Invalid project tag '${tag}': 1 to 255 characters, without '/' or ','.`);
     }
   }
+}
+
+function tooManyTags(): ValidationError {
+  return new ValidationError(`A project may have at most ${MAX_TAGS} tags.`);
 }

@@ -8,9 +8,20 @@ import { migrations } from '../../migrations/index.ts';
 import { allEntities } from './entities.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { DatabaseHealth } from './database-health.ts';
+import { TableWriteRecorder, type TableWrites } from './table-writes.ts';
 import { DatabaseUnreachableError, databaseUnreachableReason, isDatabaseBusy } from './unavailable.ts';
 
 export type { EntityManager } from '@mikro-orm/postgresql';
+export type { TableWrites, WriteKind } from './table-writes.ts';
+
+/** After a commit: the transaction's entity manager and what it wrote (undefined: not known, assume anything). */
+export type CommitListener = (transaction: EntityManager, writes?: TableWrites) => void;
+
+/** The knex transaction under an entity manager's transaction: it reports each statement it sends. */
+interface QueryEvents {
+  on(event: 'query', listener: (query: { sql?: unknown }) => void): unknown;
+  off(event: 'query', listener: (query: { sql?: unknown }) => void): unknown;
+}
 
 export interface StoreOptions {
   /** postgres://… to use PostgreSQL; absent to use the embedded PGlite database. */
@@ -174,14 +185,31 @@ export class Store {
     let transaction: EntityManager | undefined;
     let failure: { error: unknown } | undefined;
     let result: T;
+    const writes = new TableWriteRecorder();
     try {
       result = await this.reader().transactional(async (em) => {
         transaction = em as EntityManager;
+        // Every statement of the transaction (savepoints' too) passes here: what it wrote, for the listeners.
+        const context = transaction.getTransactionContext<Partial<QueryEvents>>();
+        const record = (query: { sql?: unknown }) => {
+          if (typeof query.sql === 'string') writes.record(query.sql);
+          else writes.unknown = true;
+        };
+        // Statements that cannot be heard: anything may have been written.
+        if (typeof context?.on === 'function') context.on('query', record);
+        else writes.unknown = true;
         try {
-          return await work(transaction);
+          const done = await work(transaction);
+          // MikroORM flushes what `work` left unflushed after this callback: flushed here, its
+          // statements are heard too (else a change made only in the identity map would commit
+          // with no topic raised).
+          await transaction.flush();
+          return done;
         } catch (error) {
           failure = { error };
           throw error;
+        } finally {
+          context?.off?.('query', record);
         }
       });
     } catch (error) {
@@ -189,19 +217,20 @@ export class Store {
       // complete") replaces the cause: callers are told the cause.
       throw failure ? failure.error : error;
     }
-    for (const listener of this.commitListeners) listener(transaction!);
+    for (const listener of this.commitListeners) listener(transaction!, writes);
     return result;
   }
 
   /**
    * Called after every committed transaction, with the entity manager the work ran in (what was
-   * recorded in it, e.g. a revocation event, can be looked up by it): caches drop what they hold.
+   * recorded in it, e.g. a revocation event, can be looked up by it) and the tables it wrote:
+   * caches drop what they hold of those.
    */
-  onCommit(listener: (transaction: EntityManager) => void): void {
+  onCommit(listener: CommitListener): void {
     this.commitListeners.push(listener);
   }
 
-  private readonly commitListeners: ((transaction: EntityManager) => void)[] = [];
+  private readonly commitListeners: CommitListener[] = [];
 
   async ping(): Promise<void> {
     await this.orm.em.getConnection().execute('select 1');

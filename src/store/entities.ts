@@ -197,6 +197,8 @@ export const ApplicationCredentialEntity = defineEntity({
     secretHash: p.text(),
     description: p.text().nullable(),
     expiresAt: p.datetime().nullable(),
+    /** Microseconds past expiresAt's milliseconds (a Date holds no more). */
+    expiresAtMicroseconds: p.smallint().nullable(),
     unrestricted: p.boolean().nullable(),
     createdAt: p.datetime(),
   },

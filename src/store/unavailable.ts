@@ -1,4 +1,4 @@
-import { UnavailableError } from '../support/errors.ts';
+import { ServiceError, UnavailableError } from '../support/errors.ts';
 
 // Socket errors of the driver when PostgreSQL cannot be reached or the connection breaks.
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
@@ -93,4 +93,13 @@ export function isDatabaseUnreachable(error: unknown): boolean {
 export function databaseUnavailable(error: unknown): UnavailableError | undefined {
   if (error instanceof UnavailableError) return error;
   return isDatabaseUnreachable(error) ? new UnavailableError(DATABASE_UNAVAILABLE_MESSAGE, DATABASE_RETRY_AFTER_SECONDS) : undefined;
+}
+
+/**
+ * The domain error `error` is, if any: a ServiceError as thrown, or the 503 UnavailableError for a
+ * failure of the database connection (driver errors are not typed by the services that meet them).
+ */
+export function serviceErrorOf(error: unknown): ServiceError | undefined {
+  if (error instanceof ServiceError) return error;
+  return databaseUnavailable(error);
 }

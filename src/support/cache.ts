@@ -6,8 +6,9 @@ export interface CacheStats {
 
 /**
  * A bounded least-recently-used map whose entries belong to a generation: an entry from an older
- * generation is a miss. Bumping the generation (any committed write, here or on another node)
- * therefore empties the cache in O(1) without a TTL guess.
+ * generation is a miss. Bumping the generation (a committed write of what the cache holds, here or
+ * on another node: see events/change-topics.ts) therefore empties the cache in O(1) without a TTL
+ * guess.
  */
 export class GenerationCache<K, V> {
   private readonly entries = new Map<K, { generation: number; value: V; insertedAt: number }>();
@@ -99,7 +100,10 @@ export class GenerationCache<K, V> {
   }
 }
 
-/** Where cached data gets its generation (ClusterSync): any committed write anywhere changes it. */
+/**
+ * Where cached data gets its generation (ClusterSync.epochOf): any committed write anywhere of the
+ * topics the cache holds changes it.
+ */
 export interface CacheEpoch {
   readonly generation: number;
   /** False while other nodes' writes may go unseen (Redis down): nothing is cached then. */

@@ -1,5 +1,9 @@
-// Domain errors: the core services throw these and know nothing of HTTP; http/errors.ts maps each
-// kind to a status code and Keystone's {"error": {...}} body exactly once.
+// The error catalogue. Core services throw these kinds and know nothing of HTTP; this module alone
+// maps each kind to its status and writes Keystone's {"error": {"code", "title", "message"}} body,
+// for the identity API (http/errors.ts), the gateway and answers written straight to a socket.
+// Messages that recur belong to their kind (NotFoundError.tokenNotValidated()), not to throw sites.
+
+import { STATUS_CODES } from 'node:http';
 
 export type ErrorKind =
   | 'validation'
@@ -10,6 +14,32 @@ export type ErrorKind =
   | 'unavailable'
   | 'not_implemented'
   | 'too_many_requests';
+
+const STATUS_OF: Record<ErrorKind, number> = {
+  validation: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  unavailable: 503,
+  not_implemented: 501,
+  too_many_requests: 429,
+};
+
+/** The HTTP status of an error kind (or of a thrown error's kind). */
+export function statusOf(error: ErrorKind | ServiceError): number {
+  return STATUS_OF[typeof error === 'string' ? error : error.kind];
+}
+
+/** Keystone's error envelope for `status`, serialised: `{"error": {"code", "title", "message", ...extra}}`. */
+export function errorEnvelope(status: number, message: string, extra: Record<string, unknown> = {}): string {
+  return JSON.stringify(errorBody(status, message, extra));
+}
+
+/** Keystone's error envelope as an object (for a framework that serialises it). */
+export function errorBody(status: number, message: string, extra: Record<string, unknown> = {}): { error: Record<string, unknown> } {
+  return { error: { code: status, title: STATUS_CODES[status] ?? 'Error', message, ...extra } };
+}
 
 const CLIENT_IN_ERROR =
   'The server could not comply with the request since it is either malformed or otherwise incorrect. ' +
@@ -28,6 +58,29 @@ export class ValidationError extends ServiceError {
   readonly kind = 'validation';
   static expecting(attribute: string, target: string): ValidationError {
     return new ValidationError(`Expecting to find ${attribute} in ${target}. ${CLIENT_IN_ERROR}`);
+  }
+  /** Keystone's text for a schema-like failure of one field: "Invalid input for field 'name': …". */
+  static field(field: string, problem: string): ValidationError {
+    return new ValidationError(`Invalid input for field '${field}': ${problem}`);
+  }
+  /** A time Keystone's parser refuses (application credential expires_at). */
+  static timestampFormat(): ValidationError {
+    return new ValidationError(`Timestamp not in expected format. ${CLIENT_IN_ERROR}`);
+  }
+  static expiresBeforeNow(): ValidationError {
+    return new ValidationError(`The 'expires_at' must not be before now. ${CLIENT_IN_ERROR}`);
+  }
+  /** A name that is empty once trimmed (users, groups). */
+  static blankName(): ValidationError {
+    return ValidationError.field('name', 'the name must contain a non-space character.');
+  }
+  /** An update that would move a user, group or project to another domain. */
+  static domainChange(): ValidationError {
+    return new ValidationError('Cannot change Domain ID');
+  }
+  /** One of the forms of an auth body that names a thing by id or by name + domain, with neither. */
+  static idOrName(path: string): ValidationError {
+    return new ValidationError(`Invalid input for field ${path}: id or name must be present.`);
   }
 }
 
@@ -77,13 +130,27 @@ export class NotFoundError extends ServiceError {
   static of(kind: string, id: string): NotFoundError {
     return new NotFoundError(`Could not find ${kind}: ${id}.`);
   }
+  /** A role that is not implied by the one named. */
+  static implication(priorRoleId: string, impliedRoleId: string): NotFoundError {
+    return new NotFoundError(`${priorRoleId} does not imply ${impliedRoleId}.`);
+  }
+  /** Keystone's answer for any token that does not validate, whatever the cause (never says which). */
+  static tokenNotValidated(): NotFoundError {
+    return new NotFoundError(TOKEN_NOT_VALIDATED);
+  }
 }
+
+const TOKEN_NOT_VALIDATED = 'Failed to validate token';
 
 /** 409: a uniqueness rule was broken. */
 export class ConflictError extends ServiceError {
   readonly kind = 'conflict';
   constructor(type: string, details: string) {
     super(`Conflict occurred attempting to store ${type} - ${details}.`);
+  }
+  /** A name taken, in Keystone's words ("at domain ID" only for what lives in a domain). */
+  static duplicateName(type: string, name: string, domainId?: string): ConflictError {
+    return new ConflictError(type, domainId === undefined ? `Duplicate entry found with name ${name}` : `Duplicate entry found with name ${name} at domain ID ${domainId}`);
   }
 }
 

@@ -107,7 +107,7 @@ export class FernetTokenProvider implements TokenProvider {
     try {
       return { payload: this.codec.decode(decrypted.plaintext), issuedAt: decrypted.timestampSeconds };
     } catch (error) {
-      if (error instanceof InvalidTokenPayloadError) throw new NotFoundError('Failed to validate token');
+      if (error instanceof InvalidTokenPayloadError) throw NotFoundError.tokenNotValidated();
       throw error;
     }
   }

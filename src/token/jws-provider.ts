@@ -32,7 +32,7 @@ interface KeystoneClaims {
   openstack_trust_id?: string;
 }
 
-const INVALID = () => new NotFoundError('Failed to validate token');
+const INVALID = () => NotFoundError.tokenNotValidated();
 
 /**
  * ES256 JSON Web Signature tokens, claims as Keystone's JWS provider writes them, so services can

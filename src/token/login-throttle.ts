@@ -3,7 +3,7 @@ import type { AuthRateLimit } from '../config.ts';
 import { TooManyRequestsError } from '../support/errors.ts';
 import type { RateDecision, RateLimiter } from './rate-limiter.ts';
 import type { UserReference } from '../identity/identity-service.ts';
-import type { AuthRequest, NameOrId } from './token-service.ts';
+import type { AuthRequest, NameOrId } from './token-request.ts';
 
 /** An attempt that passed the limits; say how it ended. */
 export interface LoginAttempt {

@@ -1,10 +1,10 @@
 import type { AssignmentService, Role } from '../assignment/assignment-service.ts';
 import { SYSTEM_TARGET_ID } from '../assignment/assignment-service.ts';
 import type { Clock } from '../support/clock.ts';
-import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../support/errors.ts';
+import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError } from '../support/errors.ts';
 import type { Revocations } from '../events/revocation.ts';
 import type { AccessRule, ApplicationCredential, ApplicationCredentialService } from '../identity/application-credential-service.ts';
-import type { IdentityService, User, UserReference } from '../identity/identity-service.ts';
+import type { IdentityService, User } from '../identity/identity-service.ts';
 import type { ResourceService } from '../resource/resource-service.ts';
 import { GenerationCache } from '../support/cache.ts';
 import type { ClusterSync } from '../events/cluster-sync.ts';
@@ -14,9 +14,7 @@ import { isDatabaseUnreachable } from '../store/unavailable.ts';
 import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS } from './fernet-provider.ts';
 import type { TokenProvider } from './token-provider.ts';
-
-/** Methods this service can run; the rest of AUTH_METHODS are known to Keystone but not offered. */
-export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential'];
+import type { DomainReference, ScopeRequest, TokenRequest } from './token-request.ts';
 
 export type TokenScope =
   | { type: 'unscoped' }
@@ -39,36 +37,6 @@ export interface TokenContext {
   issuedAt: number;
   expiresAt: number;
 }
-
-// ---- the parsed body of POST /v3/auth/tokens -----------------------------------------------
-
-export interface NameOrId {
-  id?: string | undefined;
-  name?: string | undefined;
-}
-
-export interface AuthRequest {
-  methods: string[];
-  password?: { user?: (NameOrId & { domain?: NameOrId | undefined; password?: string | undefined }) | undefined } | undefined;
-  token?: { id?: string | undefined } | undefined;
-  application_credential?:
-    | {
-        id?: string | undefined;
-        name?: string | undefined;
-        secret?: string | undefined;
-        user?: (NameOrId & { domain?: NameOrId | undefined }) | undefined;
-      }
-    | undefined;
-  /** 'unscoped' (or {unscoped: {}}), or an object with one of project/domain/system. */
-  scope?: unknown;
-}
-
-type ScopeRequest =
-  | { type: 'default' }
-  | { type: 'unscoped' }
-  | { type: 'project'; id?: string | undefined; name?: string | undefined; domain?: NameOrId | undefined }
-  | { type: 'domain'; id?: string | undefined; name?: string | undefined }
-  | { type: 'system' };
 
 export interface ValidateOptions {
   allowExpired?: boolean;
@@ -94,7 +62,7 @@ export class TokenService {
   ) {
     // While the database is unreachable, what this node validated before is served (ClusterSync
     // bounds how long, and revocations still reach the index through Redis).
-    this.cache = new GenerationCache(cacheSize, () => this.sync.generation, undefined, () => this.sync.servingLastKnown);
+    this.cache = new GenerationCache(cacheSize, () => this.sync.validationGeneration, undefined, () => this.sync.servingLastKnown);
   }
 
   /**
@@ -107,7 +75,8 @@ export class TokenService {
   readonly validationStats = { valid: 0, invalid: 0, error: 0, cacheHits: 0, cacheMisses: 0 };
 
   /**
-   * POST /v3/auth/tokens: runs the methods, resolves the scope, issues a token.
+   * POST /v3/auth/tokens (checked by parseTokenRequest): runs the methods, resolves the scope,
+   * issues a token.
    *
    * A token's issued_at has whole seconds (Fernet) and a revocation event revokes what was issued up
    * to and including its second, so a token issued in the second of an event that matches it (a
@@ -117,7 +86,7 @@ export class TokenService {
    * after the event, and a later event still revokes it. An issued_at moved ahead without waiting
    * would survive an event later in the same second.
    */
-  async authenticate(request: AuthRequest): Promise<TokenContext> {
+  async authenticate(request: TokenRequest): Promise<TokenContext> {
     try {
       return await this.authenticateNow(request);
     } catch (error) {
@@ -151,39 +120,14 @@ export class TokenService {
     if (this.revocations.isRevoked(token)) throw new RevokedOnIssue();
   }
 
-  private async authenticateNow(request: AuthRequest): Promise<TokenContext> {
-    if (request.methods.length === 0) throw ValidationError.expecting('methods', 'identity');
-    const passwordUser = request.password?.user;
-    if (request.methods.includes('password') && passwordUser) {
-      if (!passwordUser.id && !passwordUser.name) {
-        throw new ValidationError('Invalid input for field identity/password/user: id or name must be present.');
-      }
-      if (passwordUser.domain && !passwordUser.domain.id && !passwordUser.domain.name) {
-        throw new ValidationError('Invalid input for field identity/password/user/domain: id or name must be present.');
-      }
-    }
-    for (const method of request.methods) {
-      if ((request as unknown as Record<string, unknown>)[method] === undefined) throw ValidationError.expecting(method, 'identity');
-    }
-    for (const method of request.methods) {
-      if (!ENABLED_AUTH_METHODS.includes(method)) {
-        throw new AuthenticationError('Attempted to authenticate with an unsupported method.', { methods: ENABLED_AUTH_METHODS });
-      }
-    }
-    const scopeRequest = parseScope(request.scope);
-    if (request.methods.includes('password')) {
-      if (!passwordUser) throw ValidationError.expecting('user', 'password');
-      if (!passwordUser.id && !passwordUser.domain) throw ValidationError.expecting('domain', 'user');
-      if (passwordUser.password === undefined) throw ValidationError.expecting('password', 'user');
-    }
-    if (request.methods.includes('token') && !request.token?.id) throw ValidationError.expecting('id', 'token');
-    if (request.methods.includes('application_credential')) return this.authenticateApplicationCredential(request);
-
+  private async authenticateNow(request: TokenRequest): Promise<TokenContext> {
+    if (request.method === 'application_credential') return this.authenticateApplicationCredential(request);
+    const scopeRequest = request.scope;
     const now = this.clock.now();
     let user: User | undefined;
     let source: TokenContext | undefined;
-    if (request.methods.includes('token')) {
-      source = await this.validate(request.token!.id!);
+    if (request.token) {
+      source = await this.validate(request.token.id);
       if (source.applicationCredential) {
         throw ForbiddenError.action('Using an application credential token to create another token is not allowed');
       }
@@ -191,16 +135,11 @@ export class TokenService {
         throw ForbiddenError.action('Using a system-scoped token to create a project-scoped or domain-scoped token is not allowed');
       }
       const sourceUser = await this.identity.findUser(source.user.id);
-      if (!sourceUser) throw new NotFoundError('Failed to validate token');
+      if (!sourceUser) throw NotFoundError.tokenNotValidated();
       user = sourceUser;
     }
-    if (request.methods.includes('password') && passwordUser) {
-      const reference: UserReference = passwordUser.id
-        ? { id: passwordUser.id }
-        : passwordUser.domain!.id
-          ? { name: passwordUser.name!, domainId: passwordUser.domain!.id }
-          : { name: passwordUser.name!, domainName: passwordUser.domain!.name! };
-      const authenticated = await this.identity.authenticatePassword(reference, passwordUser.password!);
+    if (request.password) {
+      const authenticated = await this.identity.authenticatePassword(request.password.user, request.password.password);
       if (user && user.id !== authenticated.id) throw new AuthenticationError();
       user = authenticated;
     }
@@ -245,29 +184,8 @@ export class TokenService {
   }
 
   /** The application_credential method: a project-scoped token with (at most) the credential's roles. */
-  private async authenticateApplicationCredential(request: AuthRequest): Promise<TokenContext> {
-    if (request.methods.length !== 1) throw new AuthenticationError();
-    if (request.scope !== undefined) {
-      throw new AuthenticationError('Error authenticating with application credential: Application credentials cannot request a scope.', {});
-    }
-    const body = request.application_credential!;
-    if (!body.id && !body.name) {
-      throw new ValidationError('Invalid input for field identity/application_credential: id or name must be present.');
-    }
-    if (body.secret === undefined) throw ValidationError.expecting('secret', 'application_credential');
-    let reference: { id: string } | { name: string; user: UserReference };
-    if (body.id) {
-      reference = { id: body.id };
-    } else {
-      const user = body.user;
-      if (!user || (!user.id && !user.name)) throw ValidationError.expecting('user', 'application_credential');
-      if (!user.id && !user.domain?.id && !user.domain?.name) throw ValidationError.expecting('domain', 'user');
-      reference = {
-        name: body.name!,
-        user: user.id ? { id: user.id } : user.domain!.id ? { name: user.name!, domainId: user.domain!.id } : { name: user.name!, domainName: user.domain!.name! },
-      };
-    }
-    const credential = await this.applicationCredentials.authenticate(reference, body.secret);
+  private async authenticateApplicationCredential(request: TokenRequest & { method: 'application_credential' }): Promise<TokenContext> {
+    const credential = await this.applicationCredentials.authenticate(request.credential, request.secret);
     const user = await this.identity.findUser(credential.userId);
     if (!user || !user.enabled) throw new AuthenticationError();
     const userDomain = await this.resources.findAny(user.domainId);
@@ -351,7 +269,7 @@ export class TokenService {
   }
 
   private async validateOnce(token: string, options: ValidateOptions): Promise<TokenContext> {
-    const generation = this.sync.generation;
+    const generation = this.sync.validationGeneration;
     // The cached context is the same whether expiry is allowed (a privileged service token): only
     // the expiry check differs, so such validations use the cache, and last known answers, as well.
     const cacheable = await this.sync.prepareValidation();
@@ -369,7 +287,7 @@ export class TokenService {
         // (and kept, so it is refused again rather than looked up in a database that cannot answer).
         if (this.sync.servingLastKnown) {
           stats.invalid++;
-          throw new NotFoundError('Failed to validate token');
+          throw NotFoundError.tokenNotValidated();
         }
         this.cache.delete(token);
       }
@@ -407,12 +325,12 @@ export class TokenService {
     const now = this.clock.now();
     const expiresAt = Math.floor(payload.expiresAt) * 1000;
     const window = options.allowExpired ? ALLOW_EXPIRED_WINDOW_MS : 0;
-    if (now >= expiresAt + window) throw new NotFoundError('Failed to validate token');
+    if (now >= expiresAt + window) throw NotFoundError.tokenNotValidated();
 
     const user = await this.identity.findUser(payload.userId);
-    if (!user || !user.enabled) throw new NotFoundError('Failed to validate token');
+    if (!user || !user.enabled) throw NotFoundError.tokenNotValidated();
     const userDomain = await this.resources.findAny(user.domainId);
-    if (!userDomain?.enabled) throw new NotFoundError('Failed to validate token');
+    if (!userDomain?.enabled) throw NotFoundError.tokenNotValidated();
 
     let scope: TokenScope;
     let credential: ApplicationCredential | undefined;
@@ -425,25 +343,25 @@ export class TokenService {
         break;
       case 'domain': {
         const domain = await this.resources.findAny(payload.scope.domainId);
-        if (!domain?.isDomain || !domain.enabled) throw new NotFoundError('Failed to validate token');
+        if (!domain?.isDomain || !domain.enabled) throw NotFoundError.tokenNotValidated();
         scope = { type: 'domain', domain: { id: domain.id, name: domain.name } };
         break;
       }
       case 'project': {
-        scope = await this.projectScope(payload.scope.projectId, () => new NotFoundError('Failed to validate token'));
+        scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
         break;
       }
       case 'application_credential': {
         const found = await this.applicationCredentials.find(payload.scope.applicationCredentialId);
-        if (!found || found.userId !== user.id || found.projectId !== payload.scope.projectId) throw new NotFoundError('Failed to validate token');
-        if (found.expiresAt && found.expiresAt.getTime() <= now) throw new NotFoundError('Failed to validate token');
+        if (!found || found.userId !== user.id || found.projectId !== payload.scope.projectId) throw NotFoundError.tokenNotValidated();
+        if (found.expiresAt && found.expiresAt.getTime() <= now) throw NotFoundError.tokenNotValidated();
         credential = found;
-        scope = await this.projectScope(payload.scope.projectId, () => new NotFoundError('Failed to validate token'));
+        scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
         break;
       }
       default:
         // Trust, OAuth1 and federated tokens are not issued by this service.
-        throw new NotFoundError('Failed to validate token');
+        throw NotFoundError.tokenNotValidated();
     }
     const roles =
       scope.type === 'unscoped'
@@ -451,10 +369,10 @@ export class TokenService {
         : credential && scope.type === 'project'
           ? await this.credentialRoles(user.id, scope, credential)
           : await this.rolesFor(user.id, scope);
-    if (scope.type !== 'unscoped' && roles.length === 0) throw new NotFoundError('Failed to validate token');
+    if (scope.type !== 'unscoped' && roles.length === 0) throw NotFoundError.tokenNotValidated();
 
     const revocable = revocableToken(user, scope, roles, payload.auditIds, issuedAt * 1000);
-    if (this.revocations.isRevoked(revocable)) throw new NotFoundError('Failed to validate token');
+    if (this.revocations.isRevoked(revocable)) throw NotFoundError.tokenNotValidated();
 
     const context: TokenContext = {
       id: token,
@@ -514,17 +432,16 @@ export class TokenService {
       case 'system':
         return { type: 'system' };
       case 'domain': {
-        const domain = request.id ? await this.resources.findAny(request.id) : await this.resources.findDomainByName(request.name!);
+        const domain = await this.findDomain(request.domain);
         if (!domain?.isDomain || !domain.enabled) throw new AuthenticationError();
         return { type: 'domain', domain: { id: domain.id, name: domain.name } };
       }
       case 'project': {
-        if (request.id) return this.projectScope(request.id, () => new AuthenticationError());
-        const domain = request.domain!.id
-          ? await this.resources.findAny(request.domain!.id)
-          : await this.resources.findDomainByName(request.domain!.name!);
+        const named = request.project;
+        if ('id' in named) return this.projectScope(named.id, () => new AuthenticationError());
+        const domain = await this.findDomain(named.domain);
         if (!domain?.isDomain || !domain.enabled) throw new AuthenticationError();
-        const project = await this.resources.findProjectByName(request.name!, domain.id);
+        const project = await this.resources.findProjectByName(named.name, domain.id);
         if (!project) throw new AuthenticationError();
         return this.projectScope(project.id, () => new AuthenticationError());
       }
@@ -540,6 +457,10 @@ export class TokenService {
         }
       }
     }
+  }
+
+  private findDomain(reference: DomainReference) {
+    return 'id' in reference ? this.resources.findAny(reference.id) : this.resources.findDomainByName(reference.name);
   }
 
   private async projectScope(projectId: string, failure: () => Error): Promise<TokenScope & { type: 'project' }> {
@@ -610,46 +531,4 @@ function payloadScope(scope: TokenScope): TokenPayload['scope'] {
 /** Keystone lists methods as decoded from the bitmask: highest bit first. */
 function orderMethods(methods: string[]): string[] {
   return [...new Set(methods)].sort((a, b) => AUTH_METHODS.indexOf(b) - AUTH_METHODS.indexOf(a));
-}
-
-function parseScope(scope: unknown): ScopeRequest {
-  if (scope === undefined || scope === null) return { type: 'default' };
-  if (scope === 'unscoped') return { type: 'unscoped' };
-  if (typeof scope !== 'object' || Array.isArray(scope)) {
-    throw ValidationError.expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope');
-  }
-  const keys = Object.keys(scope);
-  if (keys.length === 0) return { type: 'default' };
-  if (keys.length > 1) throw ValidationError.expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope');
-  const key = keys[0]!;
-  const value = (scope as Record<string, unknown>)[key];
-  const object = (value && typeof value === 'object' && !Array.isArray(value) ? value : {}) as Record<string, unknown>;
-  const text = (name: string): string | undefined => (typeof object[name] === 'string' ? (object[name] as string) : undefined);
-  switch (key) {
-    case 'unscoped':
-      return { type: 'unscoped' };
-    case 'system':
-      if (object.all !== true) throw ValidationError.expecting('all', 'system');
-      return { type: 'system' };
-    case 'domain':
-      if (!text('id') && !text('name')) throw new ValidationError('Invalid input for field scope/domain: id or name must be present.');
-      return { type: 'domain', id: text('id'), name: text('name') };
-    case 'project': {
-      if (!text('id') && !text('name')) throw new ValidationError('Invalid input for field scope/project: id or name must be present.');
-      const domainValue = object.domain;
-      const domain =
-        domainValue && typeof domainValue === 'object'
-          ? { id: (domainValue as NameOrId).id, name: (domainValue as NameOrId).name }
-          : undefined;
-      if (!text('id')) {
-        if (!domain) throw ValidationError.expecting('domain', 'project');
-        if (!domain.id && !domain.name) throw new ValidationError('Invalid input for field scope/project/domain: id or name must be present.');
-      }
-      return { type: 'project', id: text('id'), name: text('name'), domain };
-    }
-    case 'OS-TRUST:trust':
-      throw new AuthenticationError('Attempted to authenticate with an unsupported method.', { methods: ENABLED_AUTH_METHODS });
-    default:
-      throw ValidationError.expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope');
-  }
 }

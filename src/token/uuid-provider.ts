@@ -37,9 +37,9 @@ export class UuidTokenProvider implements TokenProvider {
   }
 
   async decode(token: string): Promise<DecodedToken> {
-    if (!/^[0-9a-f]{32}$/.test(token)) throw new NotFoundError('Failed to validate token');
+    if (!/^[0-9a-f]{32}$/.test(token)) throw NotFoundError.tokenNotValidated();
     const row = await this.store.reader().findOne(TokenEntity, { id: token });
-    if (!row) throw new NotFoundError('Failed to validate token');
+    if (!row) throw NotFoundError.tokenNotValidated();
     return { payload: row.payload as unknown as TokenPayload, issuedAt: Math.floor(row.issuedAt.getTime() / 1000) };
   }
 }

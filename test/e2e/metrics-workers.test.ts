@@ -45,13 +45,19 @@ t.test('WORKERS=2: a scrape on any worker answers every worker, each series labe
   const before = await get(`${service.url}/metrics`);
   const discovery = /^keystone_gateway_http_requests_total\{worker="\d+",face="identity",route="\/v3",method="GET",decision="allowed",status_class="2xx"\} /;
   const counted = sumOverWorkers(before.body, discovery);
-  for (let index = 0; index < 6; index++) t.equal((await get(`${service.url}/v3`)).status, 200);
-  const after = await get(`${service.url}/metrics`);
+  // The primary hands each new connection to a worker that is free; a busy machine can make one
+  // worker take several in a row: send until both have served (at most 60), counting what was sent.
+  const servedBy = (body: string) => new Set([...body.matchAll(/keystone_gateway_http_requests_total\{worker="(\d+)",face="identity",route="\/v3",/g)].map((match) => match[1]));
+  let sent = 0;
+  let after = before;
+  while (sent < 60 && (sent < 6 || servedBy(after.body).size < 2)) {
+    for (let index = 0; index < 6; index++, sent++) t.equal((await get(`${service.url}/v3`)).status, 200);
+    after = await get(`${service.url}/metrics`);
+  }
   t.equal(after.status, 200);
-  t.equal(sumOverWorkers(after.body, discovery) - counted, 6, 'every request counted once, whichever worker served it');
+  t.equal(sumOverWorkers(after.body, discovery) - counted, sent, 'every request counted once, whichever worker served it');
   const workers = new Set([...after.body.matchAll(/worker="(\d+)"/g)].map((match) => match[1]));
   t.equal(workers.size, 2, 'series of both workers');
   t.equal(after.body.split('\n').filter((line) => line === '# TYPE keystone_gateway_http_requests_total counter').length, 1, 'HELP and TYPE once per metric');
-  const served = new Set([...after.body.matchAll(/keystone_gateway_http_requests_total\{worker="(\d+)",face="identity",route="\/v3",/g)].map((match) => match[1]));
-  t.equal(served.size, 2, 'requests on fresh connections reached both workers');
+  t.equal(servedBy(after.body).size, 2, 'requests on fresh connections reached both workers');
 });

@@ -192,9 +192,13 @@ for (const withRedis of [true, false]) {
     t.equal((await call(`${url}/readyz`)).status, 200, 'ready before');
     t.equal(await metric(url, 'keystone_gateway_database_reachable'), 1);
 
-    // A write just before the partition: every cache generation moves on.
+    // Writes just before the partition: every cache generation moves on. Caches follow the topics
+    // they hold: a new project moves none the requests below use, a region the catalog's, and a
+    // project changed (last: each request validates its token first) the validations'.
     const written = await send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'just-before' } } });
     t.equal(written.status, 201);
+    await send(`${url}/v3/regions`, { method: 'POST', token: admin, body: { region: { id: 'just-before' } } });
+    await send(`${url}/v3/projects/${world.projectId}`, { method: 'PATCH', token: admin, body: { project: { description: 'just-before' } } });
     world.postgres.cut('blackhole');
 
     // The first request that needs the database finds out: a 503 within one query timeout (+1 s).

@@ -5,7 +5,7 @@ import { PEER_PASSWORD, PEER_URL, peerUp } from '../helpers/keystone-peer.ts';
 
 // Role removal and same-second revocation, over HTTP, against this service and against the real
 // Keystone 22 (../shared/peers/keystone/start.sh; that half is skipped without a peer). The steps
-// are the same; the answers must be the same except where README's compatibility notes say why.
+// are the same; the answers must be the same except where docs/compatibility.md says why.
 
 interface Observed {
   /** After `member` is removed from a user with member and reader. */
@@ -103,7 +103,7 @@ t.test('this service: role removal and same-second revocation', async (t) => {
   const base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   const observed = await scenario(base, ADMIN_PASSWORD);
   checkCommon(t, observed);
-  t.equal(observed.total.afterRegrant, 404, 'a token that lost every role stays revoked (Keystone revives it: README compatibility notes)');
+  t.equal(observed.total.afterRegrant, 404, 'a token that lost every role stays revoked (Keystone revives it: docs/compatibility.md)');
   t.equal(observed.password.valid, 200, 'a token issued right after a password change validates, whatever the second');
   t.ok(observed.password.issuedAfterEvent, 'its issued_at is after the revocation event');
 });

@@ -1,18 +1,12 @@
 import t from 'tap';
 import { Revocations, type RevocableToken } from '../../src/events/revocation.ts';
-import { Store } from '../../src/store/database.ts';
+import type { Store } from '../../src/store/database.ts';
 import { ManualClock } from '../helpers/clock.ts';
-import { createTestDatabase } from '../helpers/database.ts';
+import { openTestStore } from '../helpers/store.ts';
 
 /** A migrated store on a new database (removed at teardown) and a clock at a fixed time. */
 async function freshStore(t: { teardown(fn: () => unknown): void }): Promise<{ store: Store; clock: ManualClock }> {
-  const database = await createTestDatabase();
-  const store = await Store.open({ databaseUrl: database.url, embeddedDirectory: 'memory' });
-  t.teardown(async () => {
-    await store.close();
-    await database.drop();
-  });
-  await store.migrate();
+  const store = await openTestStore(t);
   return { store, clock: new ManualClock(Date.UTC(2026, 0, 1, 10, 0, 0)) };
 }
 

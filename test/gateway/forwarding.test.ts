@@ -166,3 +166,23 @@ t.test('names beyond ASCII reach the upstream as UTF-8 bytes, and do not count a
   const catalog = JSON.parse(utf8(received['x-service-catalog']));
   t.ok(catalog.some((entry: { name: string }) => entry.name === 'Вики'), 'the catalog header as well');
 });
+
+t.test("X-Service-Catalog carries the caller's own $(user_id)s URLs, not another user's of the same project", async (t) => {
+  const w = await gatewayWorld(t, { GATEWAY_SERVICE_CATALOG_HEADER: 'true' });
+  const { call, login } = w.testApp;
+  const member = (await call('GET', '/v3/roles?name=member')).json().roles[0];
+  const service = (await call('POST', '/v3/services', { service: { type: 'files', name: 'files' } })).json().service;
+  await call('POST', '/v3/endpoints', { endpoint: { service_id: service.id, interface: 'public', region_id: 'RegionOne', url: 'http://files.test/v1/$(user_id)s' } });
+  const filesUrlsFor = async (token: string) => {
+    t.equal((await rawRequest(w.port, { path: `/echo/v1/public/x`, headers: { 'x-auth-token': token } })).status, 200);
+    const catalog = JSON.parse(String(w.upstream.received.at(-1)!.headers['x-service-catalog']));
+    return catalog.find((entry: { type: string }) => entry.type === 'files')?.endpoints.map((endpoint: { publicURL: string }) => endpoint.publicURL);
+  };
+  const users = [];
+  for (const name of ['first', 'second']) {
+    const user = (await call('POST', '/v3/users', { user: { name, password: 'Pw-1' } })).json().user;
+    t.equal((await call('PUT', `/v3/projects/${w.projectId}/users/${user.id}/roles/${member.id}`)).statusCode, 204);
+    users.push({ id: user.id as string, token: (await login({ id: user.id }, 'Pw-1', { project: { id: w.projectId } })).token as string });
+  }
+  for (const user of [...users, ...users]) t.same(await filesUrlsFor(user.token), [`http://files.test/v1/${user.id}`], 'this user’s URL, cached or not');
+});

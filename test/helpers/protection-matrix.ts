@@ -203,6 +203,9 @@ export const OWN_ROWS: MatrixRow[] = [
     allowed: ADMINS,
     body: () => ({ explain: { method: 'GET', path: '/compute/v2.1', roles: ['reader'], scope: 'project' } }),
   },
+  // A request id no proxied request had: admins get 404, the others 403.
+  { method: 'GET', path: '/v3/gateway/decisions/req-00000000-0000-4000-8000-000000000000', allowed: ADMINS },
+  { method: 'POST', path: '/v3/gateway/policy/replay', allowed: ADMINS, body: () => ({ replay: { files: {} } }) },
 ];
 
 /**

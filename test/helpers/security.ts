@@ -59,8 +59,8 @@ export const FORGED_IDENTITY_HEADERS: Record<string, string> = {
 };
 
 /**
- * Request headers a common framework or server believes, by what they claim (README, "Headers a
- * service behind the gateway can believe"). The gateway sets some of them itself (GATEWAY_SET) and
+ * Request headers a common framework or server believes, by what they claim (docs/gateway.md,
+ * "Headers a service behind the gateway can believe"). The gateway sets some of them itself (GATEWAY_SET) and
  * drops every other one a client sends, in any spelling. Written here independently of the
  * gateway's own lists: a name missing there fails the generated cases.
  */

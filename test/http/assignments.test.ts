@@ -102,10 +102,21 @@ t.test('grants and role assignment listing', async (t) => {
   t.equal((await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).status, 401);
 
   // System grants.
+  const noSystemGrant = await call('DELETE', `/v3/system/users/${user.id}/roles/${roles.reader}`);
+  t.equal(noSystemGrant.statusCode, 404);
+  t.equal(
+    noSystemGrant.json().error.message,
+    `Could not find role assignment with role: ${roles.reader}, user or group: ${user.id}, project, domain, or system: system.`,
+    'the system is named as Keystone 22 names it',
+  );
   t.equal((await call('PUT', `/v3/system/users/${user.id}/roles/${roles.reader}`)).statusCode, 204);
   const system = await call('GET', `/v3/role_assignments?scope.system=all&user.id=${user.id}`);
   t.same(system.json().role_assignments[0].scope, { system: { all: true } });
   t.equal(system.json().role_assignments[0].links.assignment, `${base}/system/users/${user.id}/roles/${roles.reader}`);
+  for (const query of [`user.id=${user.id}&effective`, 'effective']) {
+    const entries = (await call('GET', `/v3/role_assignments?${query}`)).json().role_assignments as { scope: { system?: unknown } }[];
+    t.notOk(entries.some((entry) => entry.scope.system), `no system entry in ${query}, as Keystone 22`);
+  }
   const systemToken = await login({ id: user.id }, 'Pw-1', { system: { all: true } });
   t.equal(systemToken.status, 201);
   t.same(systemToken.body.token.system, { all: true });
@@ -129,6 +140,7 @@ t.test('inherited grants reach the projects of a domain', async (t) => {
   t.same(token.body.token.roles.map((r: { name: string }) => r.name), ['reader']);
   const effective = await call('GET', `/v3/role_assignments?user.id=${user.id}&effective`);
   t.same(effective.json().role_assignments.map((a: { scope: { project: { id: string } } }) => a.scope.project.id), [project.id]);
+  t.same(effective.json().role_assignments[0].scope, { project: { id: project.id }, 'OS-INHERIT:inherited_to': 'projects' }, 'the inherited mark stays, as in Keystone 22');
   const direct = await call('GET', `/v3/role_assignments?user.id=${user.id}`);
   t.same(direct.json().role_assignments[0].scope, { domain: { id: domain.id }, 'OS-INHERIT:inherited_to': 'projects' });
 });

@@ -19,7 +19,7 @@ t.test('regions, services, endpoints', async (t) => {
   t.equal((await call('POST', '/v3/regions', { region: { id: 'x', parent_region_id: 'nope' } })).statusCode, 404);
   const cycle = await call('PATCH', '/v3/regions/RegionTwo', { region: { parent_region_id: 'RegionThree' } });
   t.equal(cycle.statusCode, 400);
-  t.equal(cycle.json().error.message, 'The specified parent region RegionThree would create a circular region hierarchy.');
+  t.equal(cycle.json().error.message, 'The specified parent region RegionTwo would create a circular region hierarchy.');
   t.same((await call('GET', '/v3/regions?parent_region_id=RegionTwo')).json().regions.map((r: { id: string }) => r.id), ['RegionThree']);
 
   const service = await call('POST', '/v3/services', { service: { type: 'compute' } });
@@ -70,5 +70,57 @@ t.test('regions, services, endpoints', async (t) => {
   t.equal((await call('DELETE', `/v3/services/${compute.id}`)).statusCode, 204);
   t.equal(await app.store.reader().count(EndpointEntity, { serviceId: compute.id }), 0, 'endpoints go with their service');
   t.equal((await call('DELETE', '/v3/regions/RegionTwo')).statusCode, 204);
-  t.equal((await call('GET', '/v3/regions/RegionThree')).json().region.parent_region_id, null);
+  t.equal((await call('GET', '/v3/regions/RegionThree')).statusCode, 404, 'its child went with it, as in Keystone');
+});
+
+// As the real Keystone 22 answered these (test/e2e/catalog-keystone.test.ts asks it the same).
+t.test('regions and endpoints as Keystone 22 answers them', async (t) => {
+  const { call } = await startTestApp(t);
+  const service = (await call('POST', '/v3/services', { service: { type: 'volume' } })).json().service;
+  const endpoint = (body: Record<string, unknown>) => call('POST', '/v3/endpoints', { endpoint: { service_id: service.id, interface: 'public', url: 'http://cinder', ...body } });
+
+  // A region created with an id (POST or PUT) takes endpoints by region_id and by the legacy region.
+  t.equal((await call('POST', '/v3/regions', { region: { id: 'Posted' } })).statusCode, 201);
+  t.equal((await call('PUT', '/v3/regions/Put', { region: { description: 'put' } })).statusCode, 201);
+  for (const [body, region] of [[{ region_id: 'Posted' }, 'Posted'], [{ region: 'Put' }, 'Put'], [{ region_id: 'Put', region: 'Other' }, 'Put']] as const) {
+    const created = await endpoint(body);
+    t.equal(created.statusCode, 201, JSON.stringify(body));
+    t.match(created.json().endpoint, { region_id: region, region });
+  }
+  const conflicting = await call('PUT', '/v3/regions/Put2', { region: { id: 'Other' } });
+  t.equal(conflicting.statusCode, 400);
+  t.equal(conflicting.json().error.message, 'Conflicting region IDs specified: "Put2" != "Other"');
+  t.equal((await call('GET', '/v3/regions/Other')).statusCode, 404, 'a legacy region beside a region_id is ignored');
+
+  // The legacy region alone creates the region when it does not exist, on create and on update.
+  const legacy = await endpoint({ region: 'Legacy' });
+  t.equal(legacy.statusCode, 201);
+  t.match(legacy.json().endpoint, { region_id: 'Legacy', region: 'Legacy' });
+  t.same((await call('GET', '/v3/regions/Legacy')).json().region, { id: 'Legacy', description: '', parent_region_id: null, links: { self: `${PUBLIC_URL}/v3/regions/Legacy` } });
+  const moved = await call('PATCH', `/v3/endpoints/${legacy.json().endpoint.id}`, { endpoint: { region: 'Legacy2' } });
+  t.match(moved.json().endpoint, { region_id: 'Legacy2', region: 'Legacy2' });
+  t.equal((await call('GET', '/v3/regions/Legacy2')).statusCode, 200);
+  const unknown = await endpoint({ region_id: 'Unknown' });
+  t.equal(unknown.statusCode, 400);
+  t.match(unknown.json().error.message, /^Expecting to find endpoint region_id in region table/);
+  for (const body of [{ region_id: null }, { region: null }]) {
+    t.equal((await endpoint(body)).statusCode, 400, `create with ${JSON.stringify(body)}`);
+    t.equal((await call('PATCH', `/v3/endpoints/${legacy.json().endpoint.id}`, { endpoint: body })).statusCode, 400, `update with ${JSON.stringify(body)}`);
+  }
+  for (const enabled of ['true', 'False', 1, 0, null, 'yes']) {
+    t.equal((await endpoint({ enabled })).statusCode, 400, `enabled ${JSON.stringify(enabled)}`);
+  }
+  t.equal((await call('PATCH', `/v3/endpoints/${legacy.json().endpoint.id}`, { endpoint: { id: 'other' } })).json().error.message, 'Cannot change ID');
+
+  // Parents: a cycle names the region being updated; deleting a region deletes its subtree.
+  await call('POST', '/v3/regions', { region: { id: 'A' } });
+  await call('POST', '/v3/regions', { region: { id: 'B', parent_region_id: 'A' } });
+  await call('PUT', '/v3/regions/C', { region: { parent_region_id: 'B' } });
+  const cycle = await call('PATCH', '/v3/regions/A', { region: { parent_region_id: 'C' } });
+  t.equal(cycle.statusCode, 400);
+  t.equal(cycle.json().error.message, 'The specified parent region A would create a circular region hierarchy.');
+  t.equal((await call('PATCH', '/v3/regions/A', { region: { id: 'Z' } })).json().error.message, 'Cannot change ID');
+  t.equal((await call('DELETE', '/v3/regions/B')).statusCode, 204);
+  t.equal((await call('GET', '/v3/regions/C')).statusCode, 404, 'the child went with its parent');
+  t.equal((await call('GET', '/v3/regions/A')).statusCode, 200);
 });

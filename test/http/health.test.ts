@@ -8,6 +8,7 @@ import { buildApplication } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
 import { ADMIN_PASSWORD, startTestApp } from '../helpers/app.ts';
 import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
+import { waitFor } from '../helpers/processes.ts';
 
 t.test('healthz and readyz answer without a token', async (t) => {
   const { request } = await startTestApp(t);
@@ -71,13 +72,20 @@ t.test('on shutdown, requests already under way finish, and readyz answers 503 m
     t.equal((await fetch(`http://127.0.0.1:${port}${url}`)).status, 200, url);
   }
 
+  const accepted: net.Socket[] = [];
+  app.server.server.on('connection', (socket: net.Socket) => accepted.push(socket));
   const body = JSON.stringify({ auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: { id: 'default' }, password: ADMIN_PASSWORD } } } } });
-  const login = await partialRequest(port, `POST /v3/auth/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
-  const probe = await partialRequest(port, 'GET /readyz HTTP/1.1\r\nHost: x\r\n');
-  await new Promise((resolve) => setTimeout(resolve, 100)); // both requests have begun on the server
+  const loginHead = `POST /v3/auth/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`;
+  const probeHead = 'GET /readyz HTTP/1.1\r\nHost: x\r\n';
+  const login = await partialRequest(port, loginHead);
+  const probe = await partialRequest(port, probeHead);
+  // Both requests have begun on the server: it has read (and so parsed) every byte sent on both
+  // connections. A connection whose first bytes are still unread counts as idle and would be closed.
+  const sent = Buffer.byteLength(loginHead) + Buffer.byteLength(probeHead);
+  await waitFor(async () => accepted.length === 2 && accepted[0]!.bytesRead + accepted[1]!.bytesRead === sent, 'the server to read both partial requests', 5_000);
 
   const closed = testApp.close();
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await waitFor(async () => !app.server.server.listening, 'the server to stop listening', 5_000);
   const refused = await new Promise<boolean>((resolve) => {
     const socket = net.connect(port, '127.0.0.1');
     socket.once('connect', () => resolve(false)).once('error', () => resolve(true));

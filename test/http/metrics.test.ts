@@ -1,10 +1,12 @@
 import fs from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import t from 'tap';
 import { networkMatcher } from '../../src/support/network-matcher.ts';
 import { MetricsRegistry } from '../../src/metrics/registry.ts';
 import { ServiceMetrics } from '../../src/metrics/service-metrics.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { ECHO_RULES, gatewayWorld } from '../helpers/gateway.ts';
+import { waitFor } from '../helpers/processes.ts';
 import { rawRequest } from '../helpers/upstream.ts';
 
 /** Every sample of an exposition text by its series (`name{labels}`). */
@@ -107,8 +109,13 @@ t.test('GET /metrics: counts identity API requests, token validations, caches an
     t.match(first.body, new RegExp(`^${name} \\d`, 'm'), `${name} is exposed`);
   }
 
-  // The event loop's delay is sampled by a real timer: an idle loop waits here for a few samples.
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // The event loop's delay is sampled by a real timer, and the scrape above started a new window:
+  // wait until a sampler of the same resolution, started now, has seen a few intervals of the idle
+  // loop, so the service's window holds samples too (an empty window reads 0 and would prove nothing).
+  const sampler = monitorEventLoopDelay({ resolution: 20 });
+  sampler.enable();
+  await waitFor(async () => sampler.count >= 5, 'a few event-loop delay samples', 5_000);
+  sampler.disable();
   const idle = await testApp.request({ method: 'GET', url: '/metrics' });
   const mean = Number(/^nodejs_eventloop_delay_mean_seconds (\S+)$/m.exec(idle.body)?.[1]);
   t.ok(mean >= 0 && mean < 0.02, `an idle loop's delay is below the 20 ms sampling interval, not the interval itself (mean ${mean} s)`);

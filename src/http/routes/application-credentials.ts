@@ -3,13 +3,16 @@ import { ValidationError } from '../../support/errors.ts';
 import type { AccessRule, ApplicationCredential } from '../../identity/application-credential-service.ts';
 import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks, selfLink } from '../links.ts';
-import { stringParameter, type Query } from '../query.ts';
-import { naiveTime, renderRole } from '../render.ts';
+import { querySchema, stringParameter } from '../query.ts';
+import { renderRole } from '../render.ts';
+import { naiveMicrosecondTime, parseExpirationDate, type MicrosecondTime } from '../../support/timestamps.ts';
 import { AccessRuleEntity, ApplicationCredentialCreate, ApplicationCredentialEntity, many, one, params } from '../schemas.ts';
 
 const UserParams = params('user_id');
 const CredentialParams = params('user_id', 'application_credential_id');
 const RuleParams = params('user_id', 'access_rule_id');
+const CredentialListQuery = querySchema('name');
+const AccessRuleListQuery = querySchema('service', 'path', 'method');
 
 function renderAccessRule(request: FastifyRequest, rule: AccessRule) {
   return { id: rule.id, service: rule.service, path: rule.path, method: rule.method, links: selfLink(request, 'access_rules', rule.id) };
@@ -23,7 +26,7 @@ function renderCredential(request: FastifyRequest, credential: ApplicationCreden
     user_id: credential.userId,
     project_id: credential.projectId,
     system: null,
-    expires_at: naiveTime(credential.expiresAt),
+    expires_at: credential.expiresAt && naiveMicrosecondTime(credential.expiresAt, credential.expiresAtMicroseconds),
     unrestricted: credential.unrestricted,
     roles: credential.roles.map((role) => renderRole(request, role)),
     ...(credential.accessRules.length
@@ -42,11 +45,10 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     async (request, reply) => {
       const auth = authorize(api, request, 'identity:create_application_credential', { user: { id: request.params.user_id } });
       const body = request.body.application_credential;
-      let expiresAt: Date | null | undefined;
+      let expiresAt: MicrosecondTime | null | undefined;
       if (typeof body.expires_at === 'string') {
-        const parsed = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(body.expires_at) ? body.expires_at : `${body.expires_at}Z`);
-        if (Number.isNaN(parsed)) throw new ValidationError("Invalid input for field 'expires_at': not an ISO 8601 time");
-        expiresAt = new Date(parsed);
+        expiresAt = parseExpirationDate(body.expires_at);
+        if (!expiresAt) throw ValidationError.timestampFormat();
       } else {
         expiresAt = body.expires_at;
       }
@@ -75,10 +77,10 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
 
   app.get(
     '/v3/users/:user_id/application_credentials',
-    { schema: { params: UserParams, response: { 200: many('application_credentials', ApplicationCredentialEntity) } } },
+    { schema: { params: UserParams, querystring: CredentialListQuery, response: { 200: many('application_credentials', ApplicationCredentialEntity) } } },
     async (request) => {
       authorize(api, request, 'identity:list_application_credentials', { user: { id: request.params.user_id } });
-      const credentials = await api.applicationCredentials.list(request.params.user_id, stringParameter(request.query as Query, 'name'));
+      const credentials = await api.applicationCredentials.list(request.params.user_id, stringParameter(request.query.name));
       return { application_credentials: credentials.map((credential) => renderCredential(request, credential)), links: collectionLinks(request) };
     },
   );
@@ -101,17 +103,20 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     return noContent(reply);
   });
 
-  app.get('/v3/users/:user_id/access_rules', { schema: { params: UserParams, response: { 200: many('access_rules', AccessRuleEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:list_access_rules', { user: { id: request.params.user_id } });
-    const query = request.query as Query;
-    const filter: { service?: string; path?: string; method?: string } = {};
-    for (const name of ['service', 'path', 'method'] as const) {
-      const value = stringParameter(query, name);
-      if (value !== undefined) filter[name] = value;
-    }
-    const rules = await api.applicationCredentials.listAccessRules(request.params.user_id, filter);
-    return { access_rules: rules.map((rule) => renderAccessRule(request, rule)), links: collectionLinks(request) };
-  });
+  app.get(
+    '/v3/users/:user_id/access_rules',
+    { schema: { params: UserParams, querystring: AccessRuleListQuery, response: { 200: many('access_rules', AccessRuleEntity) } } },
+    async (request) => {
+      authorize(api, request, 'identity:list_access_rules', { user: { id: request.params.user_id } });
+      const filter: { service?: string; path?: string; method?: string } = {};
+      for (const name of ['service', 'path', 'method'] as const) {
+        const value = stringParameter(request.query[name]);
+        if (value !== undefined) filter[name] = value;
+      }
+      const rules = await api.applicationCredentials.listAccessRules(request.params.user_id, filter);
+      return { access_rules: rules.map((rule) => renderAccessRule(request, rule)), links: collectionLinks(request) };
+    },
+  );
 
   app.get('/v3/users/:user_id/access_rules/:access_rule_id', { schema: { params: RuleParams, response: { 200: one('access_rule', AccessRuleEntity) } } }, async (request) => {
     authorize(api, request, 'identity:get_access_rule', { user: { id: request.params.user_id } });

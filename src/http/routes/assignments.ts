@@ -1,11 +1,13 @@
-import type { ActorType, AssignmentEntry, Grant, TargetType } from '../../assignment/assignment-service.ts';
+import type { Static } from 'typebox';
+import type { ActorType, AssignmentEntry, AssignmentFilter, Grant, TargetType } from '../../assignment/assignment-service.ts';
+import type { TokenContext } from '../../token/token-service.ts';
 import { SYSTEM_TARGET_ID } from '../../assignment/assignment-service.ts';
 import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
 import { sendList } from '../list-stream.ts';
 import { groupTarget, listingTarget, projectTarget, roleTarget, userTarget } from '../targets.ts';
 import type { IdentityTarget } from '../../policy/identity-policy.ts';
-import { presenceFlag, stringParameter, type Query } from '../query.ts';
+import { presenceFlag, querySchema, stringParameter } from '../query.ts';
 import { renderAssignment, renderRole, type AssignmentNames } from '../render.ts';
 import { RoleAssignments, RoleEntity, many, params } from '../schemas.ts';
 
@@ -28,6 +30,37 @@ function grantRoutes(): GrantRoute[] {
     routes.push({ target: 'system', actor, inherited: false, path: `/v3/system/${actors}` });
   }
   return routes;
+}
+
+const AssignmentListQuery = querySchema(
+  'user.id',
+  'group.id',
+  'role.id',
+  'scope.project.id',
+  'scope.domain.id',
+  'scope.system',
+  'scope.OS-INHERIT:inherited_to',
+  'effective',
+  'include_subtree',
+  'include_names',
+);
+
+/** GET /v3/role_assignments: Keystone's filters; a domain-scoped caller only sees its own domain. */
+function assignmentFilter(query: Static<typeof AssignmentListQuery>, auth: TokenContext): AssignmentFilter {
+  const projectId = stringParameter(query['scope.project.id']);
+  let domainId = stringParameter(query['scope.domain.id']);
+  if (auth.scope.type === 'domain' && !projectId) domainId = domainId ?? auth.scope.domain.id;
+  return {
+    userId: stringParameter(query['user.id']),
+    groupId: stringParameter(query['group.id']),
+    roleId: stringParameter(query['role.id']),
+    projectId,
+    domainId,
+    system: stringParameter(query['scope.system']) !== undefined,
+    inheritedOnly: stringParameter(query['scope.OS-INHERIT:inherited_to']) === 'projects',
+    effective: presenceFlag(query.effective),
+    includeSubtree: presenceFlag(query.include_subtree),
+  };
 }
 
 const INHERITED = [
@@ -107,24 +140,10 @@ export function registerAssignmentRoutes(app: App, api: IdentityApi): void {
 
   // The whole list, as Keystone; read and written LIST_PAGE_SIZE grants at a time (effective ones
   // expanded per page), names (include_names) looked up per page (list-stream.ts).
-  app.get('/v3/role_assignments', { schema: { response: { 200: RoleAssignments } } }, async (request, reply) => {
+  app.get('/v3/role_assignments', { schema: { querystring: AssignmentListQuery, response: { 200: RoleAssignments } } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:list_role_assignments', listingTarget(request));
-    const query = request.query as Query;
-    const includeNames = presenceFlag(query, 'include_names');
-    let domainId = stringParameter(query, 'scope.domain.id');
-    // A domain-scoped caller only sees its own domain.
-    if (auth.scope.type === 'domain' && !stringParameter(query, 'scope.project.id')) domainId = domainId ?? auth.scope.domain.id;
-    const pages = await api.assignments.assignmentPages({
-      userId: stringParameter(query, 'user.id'),
-      groupId: stringParameter(query, 'group.id'),
-      roleId: stringParameter(query, 'role.id'),
-      projectId: stringParameter(query, 'scope.project.id'),
-      domainId,
-      system: stringParameter(query, 'scope.system') !== undefined,
-      inheritedOnly: stringParameter(query, 'scope.OS-INHERIT:inherited_to') === 'projects',
-      effective: presenceFlag(query, 'effective'),
-      includeSubtree: presenceFlag(query, 'include_subtree'),
-    }, api.config.listPageSize);
+    const includeNames = presenceFlag(request.query.include_names);
+    const pages = await api.assignments.assignmentPages(assignmentFilter(request.query, auth), api.config.listPageSize);
     return sendList(request, reply, 'role_assignments', RoleAssignments, pages, async (entries) => {
       const names = includeNames ? await namesFor(api, entries) : undefined;
       return entries.map((entry) => renderAssignment(request, entry, names));

@@ -1,6 +1,6 @@
 import { authorize, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
-import { stringParameter, type Query } from '../query.ts';
+import { querySchema, stringParameter } from '../query.ts';
 import { renderEndpoint, renderRegion, renderService } from '../render.ts';
 import {
   params,
@@ -20,6 +20,9 @@ import {
 const RegionParams = params('region_id');
 const ServiceParams = params('service_id');
 const EndpointParams = params('endpoint_id');
+const RegionListQuery = querySchema('parent_region_id');
+const ServiceListQuery = querySchema('type', 'name');
+const EndpointListQuery = querySchema('interface', 'service_id', 'region_id');
 const REGION_FIELDS = ['id', 'description', 'parent_region_id', 'links'] as const;
 const SERVICE_FIELDS = ['id', 'type', 'name', 'description', 'enabled', 'links'] as const;
 const ENDPOINT_FIELDS = ['id', 'interface', 'service_id', 'url', 'region_id', 'region', 'enabled', 'links', 'legacy_endpoint_id'] as const;
@@ -27,9 +30,9 @@ const ENDPOINT_FIELDS = ['id', 'interface', 'service_id', 'url', 'region_id', 'r
 /** Regions, services and endpoints. */
 export function registerCatalogRoutes(app: App, api: IdentityApi): void {
   // ---- regions -------------------------------------------------------------------------------
-  app.get('/v3/regions', { schema: { response: { 200: many('regions', RegionEntity) } } }, async (request) => {
+  app.get('/v3/regions', { schema: { querystring: RegionListQuery, response: { 200: many('regions', RegionEntity) } } }, async (request) => {
     authorize(api, request, 'identity:list_regions');
-    const parentRegionId = stringParameter(request.query as Query, 'parent_region_id');
+    const parentRegionId = stringParameter(request.query.parent_region_id);
     const regions = await api.catalog.listRegions(parentRegionId === undefined ? {} : { parentRegionId });
     return { regions: regions.map((region) => renderRegion(request, region)), links: collectionLinks(request) };
   });
@@ -51,8 +54,8 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
     async (request, reply) => {
       authorize(api, request, 'identity:create_region');
       const body = request.body.region ?? {};
-      const region = await api.catalog.createRegion({
-        id: request.params.region_id,
+      const region = await api.catalog.createRegionAt(request.params.region_id, {
+        id: body.id,
         description: body.description,
         parentRegionId: body.parent_region_id,
         extra: extraAttributes(body, REGION_FIELDS),
@@ -88,11 +91,10 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
   });
 
   // ---- services ------------------------------------------------------------------------------
-  app.get('/v3/services', { schema: { response: { 200: many('services', ServiceEntity) } } }, async (request) => {
+  app.get('/v3/services', { schema: { querystring: ServiceListQuery, response: { 200: many('services', ServiceEntity) } } }, async (request) => {
     authorize(api, request, 'identity:list_services');
-    const query = request.query as Query;
-    const type = stringParameter(query, 'type');
-    const name = stringParameter(query, 'name');
+    const type = stringParameter(request.query.type);
+    const name = stringParameter(request.query.name);
     const services = await api.catalog.listServices({ ...(type === undefined ? {} : { type }), ...(name === undefined ? {} : { name }) });
     return { services: services.map((service) => renderService(request, service)), links: collectionLinks(request) };
   });
@@ -139,13 +141,12 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
   });
 
   // ---- endpoints -----------------------------------------------------------------------------
-  app.get('/v3/endpoints', { schema: { response: { 200: many('endpoints', EndpointEntity) } } }, async (request) => {
+  app.get('/v3/endpoints', { schema: { querystring: EndpointListQuery, response: { 200: many('endpoints', EndpointEntity) } } }, async (request) => {
     authorize(api, request, 'identity:list_endpoints');
-    const query = request.query as Query;
     const filter: { interface?: string; serviceId?: string; regionId?: string } = {};
-    const endpointInterface = stringParameter(query, 'interface');
-    const serviceId = stringParameter(query, 'service_id');
-    const regionId = stringParameter(query, 'region_id');
+    const endpointInterface = stringParameter(request.query.interface);
+    const serviceId = stringParameter(request.query.service_id);
+    const regionId = stringParameter(request.query.region_id);
     if (endpointInterface !== undefined) filter.interface = endpointInterface;
     if (serviceId !== undefined) filter.serviceId = serviceId;
     if (regionId !== undefined) filter.regionId = regionId;

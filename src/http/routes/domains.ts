@@ -1,18 +1,19 @@
 import { ValidationError } from '../../support/errors.ts';
 import { authorize, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
-import { booleanFilter, stringMatches, type Query } from '../query.ts';
+import { booleanFilter, matchParameters, querySchema, stringMatches } from '../query.ts';
 import { renderDomain } from '../render.ts';
 import { DomainCreate, DomainEntity, DomainUpdate, many, one, params } from '../schemas.ts';
 
 const DOMAIN_FIELDS = ['id', 'name', 'description', 'enabled', 'tags', 'options', 'explicit_domain_id', 'links'] as const;
 const Params = params('domain_id');
+const DomainListQuery = querySchema(...matchParameters('name'), 'enabled');
 
 export function registerDomainRoutes(app: App, api: IdentityApi): void {
-  app.get('/v3/domains', { schema: { response: { 200: many('domains', DomainEntity) } } }, async (request) => {
+  app.get('/v3/domains', { schema: { querystring: DomainListQuery, response: { 200: many('domains', DomainEntity) } } }, async (request) => {
     authorize(api, request, 'identity:list_domains');
-    const query = request.query as Query;
-    const enabled = booleanFilter(query, 'enabled');
+    const query = request.query;
+    const enabled = booleanFilter(query.enabled);
     const domains = await api.resources.listDomains({
       name: stringMatches(query, 'name'),
       ...(enabled === undefined ? {} : { enabled }),

@@ -3,7 +3,7 @@ import { collectionLinks } from '../links.ts';
 import { sendList } from '../list-stream.ts';
 import { groupTarget, listingTarget, userTarget } from '../targets.ts';
 import type { IdentityTarget } from '../../policy/identity-policy.ts';
-import { booleanFilter, stringMatches, stringParameter, type Query } from '../query.ts';
+import { booleanFilter, matchParameters, querySchema, stringMatches, stringParameter } from '../query.ts';
 import { renderGroup, renderUser } from '../render.ts';
 import { GroupCreate, GroupEntity, GroupUpdate, UserEntity, many, one, params } from '../schemas.ts';
 
@@ -11,6 +11,8 @@ const GROUP_FIELDS = ['id', 'name', 'domain_id', 'description', 'links'] as cons
 const Params = params('group_id');
 const MemberParams = params('group_id', 'user_id');
 const MemberList = many('users', UserEntity);
+const GroupListQuery = querySchema(...matchParameters('name'), 'domain_id');
+const MemberListQuery = querySchema(...matchParameters('name'), 'enabled', 'domain_id');
 
 async function memberTarget(api: IdentityApi, params: { group_id: string; user_id: string }): Promise<IdentityTarget> {
   const [group, user] = await Promise.all([groupTarget(api, params.group_id), userTarget(api, params.user_id)]);
@@ -18,11 +20,10 @@ async function memberTarget(api: IdentityApi, params: { group_id: string; user_i
 }
 
 export function registerGroupRoutes(app: App, api: IdentityApi): void {
-  app.get('/v3/groups', { schema: { response: { 200: many('groups', GroupEntity) } } }, async (request) => {
+  app.get('/v3/groups', { schema: { querystring: GroupListQuery, response: { 200: many('groups', GroupEntity) } } }, async (request) => {
     const auth = authorize(api, request, 'identity:list_groups', listingTarget(request));
-    const query = request.query as Query;
-    const domainId = auth.scope.type === 'domain' ? auth.scope.domain.id : stringParameter(query, 'domain_id');
-    const groups = await api.identity.listGroups({ name: stringMatches(query, 'name'), ...(domainId === undefined ? {} : { domainId }) });
+    const domainId = auth.scope.type === 'domain' ? auth.scope.domain.id : stringParameter(request.query.domain_id);
+    const groups = await api.identity.listGroups({ name: stringMatches(request.query, 'name'), ...(domainId === undefined ? {} : { domainId }) });
     return { groups: groups.map((group) => renderGroup(request, group)), links: collectionLinks(request) };
   });
 
@@ -64,12 +65,12 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
   });
 
   // A group may hold every user: read and written LIST_PAGE_SIZE members at a time (list-stream.ts).
-  app.get('/v3/groups/:group_id/users', { schema: { params: Params, response: { 200: MemberList } } }, async (request, reply) => {
+  app.get('/v3/groups/:group_id/users', { schema: { params: Params, querystring: MemberListQuery, response: { 200: MemberList } } }, async (request, reply) => {
     authorize(api, request, 'identity:list_users_in_group', { group: await groupTarget(api, request.params.group_id) });
     await api.identity.getGroup(request.params.group_id);
-    const query = request.query as Query;
-    const enabled = booleanFilter(query, 'enabled');
-    const domainId = stringParameter(query, 'domain_id');
+    const query = request.query;
+    const enabled = booleanFilter(query.enabled);
+    const domainId = stringParameter(query.domain_id);
     const pages = api.identity.listUserPages(
       {
         groupId: request.params.group_id,

@@ -1,10 +1,12 @@
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
+import type { ProjectFilter } from '../../resource/resource-service.ts';
+import type { TokenContext } from '../../token/token-service.ts';
 import { NotFoundError } from '../../support/errors.ts';
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { baseUrl } from '../links.ts';
 import { sendList } from '../list-stream.ts';
 import { listingTarget, projectTarget } from '../targets.ts';
-import { booleanFilter, listParameter, stringMatches, stringParameter, type Query } from '../query.ts';
+import { booleanFilter, listParameter, matchParameters, querySchema, stringMatches, stringParameter } from '../query.ts';
 import { renderProject } from '../render.ts';
 import { ProjectCreate, ProjectEntity, ProjectUpdate, TagsBody, many, one, params } from '../schemas.ts';
 
@@ -12,29 +14,44 @@ const PROJECT_FIELDS = ['id', 'name', 'domain_id', 'parent_id', 'is_domain', 'de
 const Params = params('project_id');
 const ProjectList = many('projects', ProjectEntity);
 const TagParams = params('project_id', 'tag');
+const ProjectListQuery = querySchema(
+  ...matchParameters('name'),
+  'enabled',
+  'is_domain',
+  'domain_id',
+  'parent_id',
+  'tags',
+  'tags-any',
+  'not-tags',
+  'not-tags-any',
+);
+
+/** GET /v3/projects: Keystone's filters; a domain-scoped caller only sees its own domain's projects. */
+function projectFilter(query: Static<typeof ProjectListQuery>, auth: TokenContext): ProjectFilter {
+  const enabled = booleanFilter(query.enabled);
+  const isDomain = booleanFilter(query.is_domain);
+  const domainId = auth.scope.type === 'domain' ? auth.scope.domain.id : stringParameter(query.domain_id);
+  const parentId = stringParameter(query.parent_id);
+  return {
+    name: stringMatches(query, 'name'),
+    ...(enabled === undefined ? {} : { enabled }),
+    ...(isDomain === undefined ? {} : { isDomain }),
+    ...(domainId === undefined ? {} : { domainId }),
+    ...(parentId === undefined ? {} : { parentId }),
+    tagsAll: listParameter(query.tags),
+    tagsAny: listParameter(query['tags-any']),
+    notTagsAll: listParameter(query['not-tags']),
+    notTagsAny: listParameter(query['not-tags-any']),
+  };
+}
+
 const TagsResponse = Type.Object({ tags: Type.Array(Type.String()), links: Type.Object({ self: Type.String() }) });
 
 export function registerProjectRoutes(app: App, api: IdentityApi): void {
   // The whole list, as Keystone; read and written LIST_PAGE_SIZE projects at a time (list-stream.ts).
-  app.get('/v3/projects', { schema: { response: { 200: ProjectList } } }, async (request, reply) => {
+  app.get('/v3/projects', { schema: { querystring: ProjectListQuery, response: { 200: ProjectList } } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:list_projects', listingTarget(request));
-    const query = request.query as Query;
-    const enabled = booleanFilter(query, 'enabled');
-    const isDomain = booleanFilter(query, 'is_domain');
-    const domainId = stringParameter(query, 'domain_id');
-    const parentId = stringParameter(query, 'parent_id');
-    const pages = api.resources.listProjectPages({
-      name: stringMatches(query, 'name'),
-      ...(enabled === undefined ? {} : { enabled }),
-      ...(isDomain === undefined ? {} : { isDomain }),
-      // A domain-scoped caller only sees its own domain's projects.
-      ...(auth.scope.type === 'domain' ? { domainId: auth.scope.domain.id } : domainId === undefined ? {} : { domainId }),
-      ...(parentId === undefined ? {} : { parentId }),
-      tagsAll: listParameter(query, 'tags'),
-      tagsAny: listParameter(query, 'tags-any'),
-      notTagsAll: listParameter(query, 'not-tags'),
-      notTagsAny: listParameter(query, 'not-tags-any'),
-    }, api.config.listPageSize);
+    const pages = api.resources.listProjectPages(projectFilter(request.query, auth), api.config.listPageSize);
     return sendList(request, reply, 'projects', ProjectList, pages, (projects) => projects.map((project) => renderProject(request, project)));
   });
 

@@ -1,19 +1,19 @@
 import { authorize, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { selfLink, collectionLinks } from '../links.ts';
-import { stringMatches, stringParameter, type Query } from '../query.ts';
+import { matchParameters, querySchema, stringMatches, stringParameter } from '../query.ts';
 import { renderRole, renderRoleReference } from '../render.ts';
 import { RoleCreate, RoleEntity, RoleInference, RoleInferenceList, RoleInferences, RoleUpdate, many, one, params } from '../schemas.ts';
 
 const ROLE_FIELDS = ['id', 'name', 'domain_id', 'description', 'options', 'links'] as const;
 const Params = params('role_id');
 const ImplicationParams = params('prior_role_id', 'implied_role_id');
+const RoleListQuery = querySchema(...matchParameters('name'), 'domain_id');
 
 export function registerRoleRoutes(app: App, api: IdentityApi): void {
-  app.get('/v3/roles', { schema: { response: { 200: many('roles', RoleEntity) } } }, async (request) => {
+  app.get('/v3/roles', { schema: { querystring: RoleListQuery, response: { 200: many('roles', RoleEntity) } } }, async (request) => {
     authorize(api, request, 'identity:list_roles');
-    const query = request.query as Query;
     // Without domain_id only global roles are listed, as in Keystone.
-    const roles = await api.assignments.listRoles({ name: stringMatches(query, 'name'), domainId: stringParameter(query, 'domain_id') ?? null });
+    const roles = await api.assignments.listRoles({ name: stringMatches(request.query, 'name'), domainId: stringParameter(request.query.domain_id) ?? null });
     return { roles: roles.map((role) => renderRole(request, role)), links: collectionLinks(request) };
   });
 

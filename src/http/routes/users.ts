@@ -1,34 +1,37 @@
 import { userPrincipal, type LoginAttempt } from '../../token/login-throttle.ts';
-import { auditAuthenticationFailure, auditInitiator } from '../audit.ts';
+import { auditAuthenticationFailure } from '../../token/authentication-audit.ts';
+import { auditInitiator } from '../audit.ts';
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
 import { sendList } from '../list-stream.ts';
 import { listingTarget, userTarget } from '../targets.ts';
-import { booleanFilter, stringMatches, stringParameter, type Query } from '../query.ts';
+import { booleanFilter, matchParameters, querySchema, stringMatches, stringParameter } from '../query.ts';
 import { renderGroup, renderProject, renderUser } from '../render.ts';
 import { GroupEntity, PasswordChange, ProjectEntity, UserCreate, UserEntity, UserUpdate, many, one, params } from '../schemas.ts';
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
 import { ValidationError } from '../../support/errors.ts';
 
 const USER_FIELDS = ['id', 'name', 'domain_id', 'password', 'enabled', 'default_project_id', 'options', 'links', 'extra', 'password_expires_at'] as const;
 const Params = params('user_id');
 const UserList = many('users', UserEntity);
 
+/** GET /v3/users and /v3/users/{id}/projects: name filters, enabled, domain_id. */
+const UserListQuery = querySchema(...matchParameters('name'), 'enabled', 'domain_id');
+const NameQuery = querySchema(...matchParameters('name'));
+
+function listFilter(query: Static<typeof UserListQuery>) {
+  const enabled = booleanFilter(query.enabled);
+  const domainId = stringParameter(query.domain_id);
+  return { name: stringMatches(query, 'name'), ...(enabled === undefined ? {} : { enabled }), ...(domainId === undefined ? {} : { domainId }) };
+}
+
 export function registerUserRoutes(app: App, api: IdentityApi): void {
   // The whole list, as Keystone; read and written LIST_PAGE_SIZE users at a time (list-stream.ts).
-  app.get('/v3/users', { schema: { response: { 200: UserList } } }, async (request, reply) => {
+  app.get('/v3/users', { schema: { querystring: UserListQuery, response: { 200: UserList } } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:list_users', listingTarget(request));
-    const query = request.query as Query;
-    const enabled = booleanFilter(query, 'enabled');
-    const domainId = auth.scope.type === 'domain' ? auth.scope.domain.id : stringParameter(query, 'domain_id');
-    const pages = api.identity.listUserPages(
-      {
-        name: stringMatches(query, 'name'),
-        ...(enabled === undefined ? {} : { enabled }),
-        ...(domainId === undefined ? {} : { domainId }),
-      },
-      api.config.listPageSize,
-    );
+    const filter = listFilter(request.query);
+    // A domain-scoped caller only sees its own domain's users.
+    const pages = api.identity.listUserPages(auth.scope.type === 'domain' ? { ...filter, domainId: auth.scope.domain.id } : filter, api.config.listPageSize);
     return sendList(request, reply, 'users', UserList, pages, (users) => users.map((user) => renderUser(request, user)));
   });
 
@@ -105,13 +108,14 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
     {
       schema: {
         params: Params,
+        querystring: NameQuery,
         response: { 200: many('groups', Type.Intersect([GroupEntity, Type.Object({ membership_expires_at: Type.Null() })])) },
       },
     },
     async (request) => {
       authorize(api, request, 'identity:list_groups_for_user', { user: await userTarget(api, request.params.user_id) });
       await api.identity.getUser(request.params.user_id);
-      const groups = await api.identity.listGroups({ userId: request.params.user_id, name: stringMatches(request.query as Query, 'name') });
+      const groups = await api.identity.listGroups({ userId: request.params.user_id, name: stringMatches(request.query, 'name') });
       return {
         groups: groups.map((group) => ({ ...renderGroup(request, group), membership_expires_at: null })),
         links: collectionLinks(request),
@@ -119,21 +123,16 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
     },
   );
 
-  app.get('/v3/users/:user_id/projects', { schema: { params: Params, response: { 200: many('projects', ProjectEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:list_user_projects', { user: await userTarget(api, request.params.user_id) });
-    await api.identity.getUser(request.params.user_id);
-    const query = request.query as Query;
-    const ids = await api.assignments.targetsOfUser(request.params.user_id, 'project');
-    const enabled = booleanFilter(query, 'enabled');
-    const domainId = stringParameter(query, 'domain_id');
-    const projects = ids.length
-      ? await api.resources.listProjects({
-          ids,
-          name: stringMatches(query, 'name'),
-          ...(enabled === undefined ? {} : { enabled }),
-          ...(domainId === undefined ? {} : { domainId }),
-        })
-      : [];
-    return { projects: projects.map((project) => renderProject(request, project)), links: collectionLinks(request) };
-  });
+  app.get(
+    '/v3/users/:user_id/projects',
+    { schema: { params: Params, querystring: UserListQuery, response: { 200: many('projects', ProjectEntity) } } },
+    async (request) => {
+      authorize(api, request, 'identity:list_user_projects', { user: await userTarget(api, request.params.user_id) });
+      await api.identity.getUser(request.params.user_id);
+      const filter = listFilter(request.query);
+      const ids = await api.assignments.targetsOfUser(request.params.user_id, 'project');
+      const projects = ids.length ? await api.resources.listProjects({ ids, ...filter }) : [];
+      return { projects: projects.map((project) => renderProject(request, project)), links: collectionLinks(request) };
+    },
+  );
 }

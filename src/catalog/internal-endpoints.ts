@@ -1,8 +1,8 @@
-import type { CatalogService, Endpoint } from '../catalog/catalog-service.ts';
+import type { CatalogService, Endpoint } from './catalog-service.ts';
 import { isDatabaseUnreachable } from '../store/unavailable.ts';
 
-/** Where a request for a service goes: the internal endpoint, split for path joining. */
-export interface Upstream {
+/** Where the gateway sends a request for a service: its internal endpoint, split for path joining. */
+export interface InternalEndpoint {
   serviceType: string;
   endpointId: string;
   /** scheme://host:port */
@@ -13,9 +13,9 @@ export interface Upstream {
   basePath: string;
 }
 
-export interface UpstreamDirectoryOptions {
+export interface InternalEndpointsOptions {
   region: string;
-  /** Changes whenever the catalog may have changed (see ClusterSync.generation). */
+  /** Moves whenever the catalog may have changed (ClusterSync.generationOf(CACHE_TOPICS.catalog)). */
   generation: () => number;
   /** True while the database is unreachable (ClusterSync.servingLastKnown): the last table read is current. */
   servingLastKnown?: () => boolean;
@@ -27,19 +27,32 @@ export interface UpstreamDirectoryOptions {
  * would surprise operators). Read from the catalog once per data generation, so catalog changes
  * take effect without a restart and requests never query the database.
  */
-export class UpstreamDirectory {
-  private table: Map<string, Upstream> | undefined;
+export class InternalEndpoints {
+  private table: Map<string, InternalEndpoint> | undefined;
   private tableGeneration = -1;
-  private loading: Promise<Map<string, Upstream>> | undefined;
+  private loading: Promise<Map<string, InternalEndpoint>> | undefined;
 
   constructor(
     private readonly catalog: CatalogService,
-    private readonly options: UpstreamDirectoryOptions,
+    private readonly options: InternalEndpointsOptions,
   ) {}
 
-  async resolve(serviceType: string): Promise<Upstream | undefined> {
+  /**
+   * The internal endpoint of `serviceType` (undefined for none). Answered at once, without a promise,
+   * when the table read is current (the hot path); a promise only when the table must be read.
+   */
+  resolve(serviceType: string): InternalEndpoint | undefined | Promise<InternalEndpoint | undefined> {
     const generation = this.options.generation();
     if (this.table && (this.tableGeneration === generation || this.options.servingLastKnown?.())) return this.table.get(serviceType);
+    return this.reloadAndResolve(generation, serviceType);
+  }
+
+  /** True when the last table read has `serviceType` (no load: for labelling metrics of any request). */
+  known(serviceType: string): boolean {
+    return this.table?.has(serviceType) ?? false;
+  }
+
+  private async reloadAndResolve(generation: number, serviceType: string): Promise<InternalEndpoint | undefined> {
     try {
       return (await this.reload(generation)).get(serviceType);
     } catch (error) {
@@ -49,26 +62,12 @@ export class UpstreamDirectory {
     }
   }
 
-  /**
-   * resolve() without a promise when the table is current and has `serviceType` (the hot path);
-   * undefined otherwise: then call resolve().
-   */
-  resolveCached(serviceType: string): Upstream | undefined {
-    if (this.table === undefined) return undefined;
-    return this.tableGeneration === this.options.generation() || this.options.servingLastKnown?.() ? this.table.get(serviceType) : undefined;
-  }
-
-  /** True when the last table read has `serviceType` (no load: for labelling metrics of any request). */
-  known(serviceType: string): boolean {
-    return this.table?.has(serviceType) ?? false;
-  }
-
-  private reload(generation: number): Promise<Map<string, Upstream>> {
+  private reload(generation: number): Promise<Map<string, InternalEndpoint>> {
     this.loading ??= this.load(generation).finally(() => (this.loading = undefined));
     return this.loading;
   }
 
-  private async load(generation: number): Promise<Map<string, Upstream>> {
+  private async load(generation: number): Promise<Map<string, InternalEndpoint>> {
     const [services, endpoints] = await Promise.all([this.catalog.listServices({}), this.catalog.listEndpoints({ interface: 'internal' })]);
     const enabledTypes = new Map(services.filter((service) => service.enabled).map((service) => [service.id, service.type]));
     const chosen = new Map<string, Endpoint>();
@@ -79,10 +78,10 @@ export class UpstreamDirectory {
       const existing = chosen.get(type);
       if (!existing || rank(endpoint) < rank(existing)) chosen.set(type, endpoint);
     }
-    const table = new Map<string, Upstream>();
+    const table = new Map<string, InternalEndpoint>();
     for (const [serviceType, endpoint] of chosen) {
-      const upstream = upstreamOf(serviceType, endpoint);
-      if (upstream) table.set(serviceType, upstream);
+      const split = internalEndpointOf(serviceType, endpoint);
+      if (split) table.set(serviceType, split);
     }
     this.table = table;
     this.tableGeneration = generation;
@@ -91,7 +90,7 @@ export class UpstreamDirectory {
 }
 
 /** Splits an endpoint URL once; an unusable URL (not http/https) leaves the service unrouted. */
-function upstreamOf(serviceType: string, endpoint: Endpoint): Upstream | undefined {
+function internalEndpointOf(serviceType: string, endpoint: Endpoint): InternalEndpoint | undefined {
   let url: URL;
   try {
     // Templates such as $(project_id)s or %(tenant_id)s belong to the part after the base path.
@@ -101,16 +100,4 @@ function upstreamOf(serviceType: string, endpoint: Endpoint): Upstream | undefin
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
   return { serviceType, endpointId: endpoint.id, origin: url.origin, host: url.host, basePath: url.pathname.replace(/\/+$/, '') };
-}
-
-/**
- * The upstream path for `rest` (the canonical path after /{service_type}): when the client's path
- * already starts with the endpoint's base path (catalog URLs usually carry the API version, e.g.
- * http://nova:8774/v2.1 and /compute/v2.1/servers) it is used as is, else the base path is
- * prepended (a service mounted under a prefix, e.g. http://ctl/placement).
- */
-export function joinPath(upstream: Upstream, encodedRest: string): string {
-  const base = upstream.basePath;
-  if (!base || encodedRest === base || encodedRest.startsWith(`${base}/`)) return encodedRest || '/';
-  return `${base}${encodedRest === '/' ? '' : encodedRest}` || '/';
 }

@@ -24,7 +24,7 @@ export const PROJECT_ORDER: readonly SortKey<ProjectRow>[] = [
 ];
 
 /** Storage of domains and projects (one table; a domain is a project with is_domain). */
-export class ProjectRepository {
+export class ResourceRepository {
   find(em: EntityManager, id: string): Promise<ProjectRow | null> {
     return em.findOne(ProjectEntity, { id });
   }
@@ -92,7 +92,20 @@ export class ProjectRepository {
     return found;
   }
 
-  create(em: EntityManager, row: ProjectRow): ProjectRow {
-    return em.create(ProjectEntity, row);
+  /** Writes the new row now (a duplicate name fails here, inside the caller's transaction). */
+  async insert(em: EntityManager, row: ProjectRow): Promise<void> {
+    em.create(ProjectEntity, row);
+    await em.flush();
+  }
+
+  /** Writes the changes made to rows read in `em`. */
+  async saveChanges(em: EntityManager): Promise<void> {
+    await em.flush();
+  }
+
+  /** Deletes the row; what refers to it goes by foreign-key cascade and triggers (migrations). */
+  async delete(em: EntityManager, row: ProjectRow): Promise<void> {
+    em.remove(row);
+    await em.flush();
   }
 }

@@ -1,0 +1,99 @@
+import type { TableWrites, WriteKind } from '../store/database.ts';
+
+/**
+ * What a committed change may have changed, as the caches see it. Each cache drops what it holds
+ * when a topic it depends on changes (here or on another node), and keeps it otherwise.
+ *
+ * - `*-added` topics are new users, groups, domains and projects: nothing a validated token holds
+ *   can refer to a row that did not exist, but a lookup that found nothing (by name, by id) may now
+ *   find it.
+ * - `keys`: the token keys (a token valid under the old ones may not be under the new, and back).
+ *
+ * Gateway and identity policies are files: a reload builds a new policy with its own caches, so no
+ * topic says so.
+ */
+export const CHANGE_TOPICS = ['revocation', 'identity', 'identity-added', 'resource', 'resource-added', 'assignment', 'credential', 'catalog', 'keys'] as const;
+export type ChangeTopic = (typeof CHANGE_TOPICS)[number];
+
+export function isChangeTopic(value: unknown): value is ChangeTopic {
+  return typeof value === 'string' && (CHANGE_TOPICS as readonly string[]).includes(value);
+}
+
+/** What each cache holds, so what must drop it. Where unsure, a cache depends on more (see each). */
+export const CACHE_TOPICS = {
+  /**
+   * Validated tokens: the user (name, domain, enabled, password expiry), the scope's project and
+   * domain, the effective roles (assignments, groups, implied roles, the project tree), the
+   * application credential, revocation events, and the keys. Not the catalog: a token body's
+   * catalog is built per response. Only tokens found good are kept, so new rows change nothing.
+   */
+  tokenValidation: ['revocation', 'identity', 'resource', 'assignment', 'credential', 'keys'],
+  /** Users by id and name, current passwords: identity rows (a domain deleted cascades to them: see topicsOfWrites). */
+  identity: ['identity', 'identity-added'],
+  /** Domains and projects by id and name. */
+  resource: ['resource', 'resource-added'],
+  /** Application credentials with their roles (names) and access rules; their user's deletion cascades to them. */
+  credential: ['credential', 'assignment'],
+  /** Effective roles per user and scope: assignments, roles and implications, group memberships, the project tree. */
+  effectiveRoles: ['assignment', 'identity', 'resource', 'resource-added'],
+  /** Services, endpoints and regions: the built catalogs, the gateway's upstream table and X-Service-Catalog. */
+  catalog: ['catalog'],
+} as const satisfies Record<string, readonly ChangeTopic[]>;
+
+/**
+ * Which topics a table's writes change. A delete also changes what the database removes with it
+ * (foreign keys `on delete cascade`, and the triggers that remove a deleted actor's or target's
+ * role assignments): see migrations/.
+ */
+const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: readonly ChangeTopic[]; delete?: readonly ChangeTopic[] }> = {
+  // Domains and projects. Deleting one takes its users, groups, roles, assignments and credentials.
+  project: { write: ['resource'], insert: ['resource-added'], delete: ['resource', 'identity', 'assignment', 'credential'] },
+  // A user deleted takes its passwords, memberships, assignments, credentials and access rules.
+  identity_user: { write: ['identity'], insert: ['identity-added'], delete: ['identity', 'assignment', 'credential'] },
+  identity_group: { write: ['identity'], insert: ['identity-added'], delete: ['identity', 'assignment'] },
+  password: { write: ['identity'] },
+  // Memberships give roles through groups.
+  group_membership: { write: ['identity', 'assignment'] },
+  // A role deleted takes its implications, assignments and credentials' roles.
+  role: { write: ['assignment'], delete: ['assignment', 'credential'] },
+  implied_role: { write: ['assignment'] },
+  role_assignment: { write: ['assignment'] },
+  // Bumped with a change that takes access away (written alongside it).
+  access_epoch: { write: ['assignment'] },
+  region: { write: ['catalog'] },
+  service: { write: ['catalog'] },
+  endpoint: { write: ['catalog'] },
+  revocation_event: { write: ['revocation'] },
+  // UUID tokens are rows: deleting one revokes it.
+  token: { write: ['revocation'] },
+  application_credential: { write: ['credential'] },
+  application_credential_role: { write: ['credential'] },
+  access_rule: { write: ['credential'] },
+  application_credential_access_rule: { write: ['credential'] },
+  token_key: { write: ['keys'] },
+  token_key_generation: { write: ['keys'] },
+  key_fingerprint: { write: ['keys'] },
+};
+
+/** The topics a committed transaction changed: every topic when its writes are not known, or touch an unmapped table. */
+export function topicsOfWrites(writes: TableWrites | undefined): ReadonlySet<ChangeTopic> {
+  if (!writes || writes.unknown) return ALL;
+  const topics = new Set<ChangeTopic>();
+  for (const [table, kinds] of writes.tables) {
+    const mapped = TABLE_TOPICS[table];
+    if (!mapped) return ALL;
+    for (const kind of kinds) for (const topic of topicsOfKind(mapped, kind)) topics.add(topic);
+  }
+  return topics;
+}
+
+function topicsOfKind(mapped: (typeof TABLE_TOPICS)[string], kind: WriteKind): readonly ChangeTopic[] {
+  if (kind === 'insert') return mapped.insert ?? mapped.write;
+  if (kind === 'delete') return mapped.delete ?? mapped.write;
+  return mapped.write;
+}
+
+const ALL: ReadonlySet<ChangeTopic> = new Set(CHANGE_TOPICS);
+
+/** Every topic: when what changed is not known (a message missed, an older node's message, a partition's end). */
+export const ALL_TOPICS: ReadonlySet<ChangeTopic> = ALL;

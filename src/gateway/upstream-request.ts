@@ -1,0 +1,68 @@
+import type { TokenContext } from '../token/token-service.ts';
+import { networkMatcher, unmappedAddress } from '../support/network-matcher.ts';
+import type { ForwardTarget } from './forwarder.ts';
+import { forwardableHeaders, identityHeaderList } from './identity-headers.ts';
+import { header, type ProxiedRequest } from './proxied-request.ts';
+import type { PublicUrl } from './public-url.ts';
+import { joinPath } from './upstream-paths.ts';
+
+/** What the upstream receives: the canonical path, the client's headers minus forgeable ones, ours. */
+export class UpstreamRequests {
+  private readonly identityHeaderCache = new WeakMap<TokenContext, string[]>();
+  private readonly isTrustedProxy: (address: string) => boolean;
+
+  constructor(
+    private readonly publicUrl: PublicUrl,
+    /**
+     * TRUSTED_PROXIES: only a request whose socket peer is one of them has its X-Forwarded-For chain
+     * kept (and extended) and its X-Forwarded-Proto / X-Forwarded-Host believed.
+     */
+    trustedProxies: readonly string[],
+  ) {
+    this.isTrustedProxy = networkMatcher(trustedProxies);
+  }
+
+  /** The request for `proxied` (routed, authenticated and resolved), with X-Service-Catalog when given. */
+  build(proxied: ProxiedRequest, catalogHeader: string | undefined): ForwardTarget {
+    const { request, requestId, route, caller } = proxied;
+    const upstream = proxied.upstream!;
+    const headers = forwardableHeaders(request.headers);
+    const identity = this.identityHeadersOf(caller!.user, caller!.service);
+    for (let index = 0; index < identity.length; index++) headers.push(identity[index]!);
+    if (catalogHeader !== undefined) headers.push('x-service-catalog', catalogHeader);
+    const host = header(request, 'host');
+    const peer = unmappedAddress(request.socket.remoteAddress ?? '');
+    if (this.isTrustedProxy(peer)) {
+      // Behind our own load balancer: its chain is kept and extended, its scheme, host and port
+      // believed. (Its Forwarded is dropped all the same: see BELIEVED_HEADER_FAMILIES.)
+      const chain = header(request, 'x-forwarded-for');
+      headers.push(
+        'x-forwarded-for',
+        chain ? `${chain}, ${peer}` : peer,
+        'x-forwarded-proto',
+        header(request, 'x-forwarded-proto') ?? this.publicUrl.protocol(host),
+        'x-forwarded-host',
+        header(request, 'x-forwarded-host') ?? host ?? '',
+      );
+      const port = header(request, 'x-forwarded-port');
+      if (port !== undefined) headers.push('x-forwarded-port', port);
+    } else {
+      // Anyone else: whatever the client wrote is replaced (forwardableHeaders dropped it).
+      headers.push('x-forwarded-for', peer, 'x-forwarded-proto', this.publicUrl.protocol(host), 'x-forwarded-host', host ?? '');
+    }
+    headers.push('host', upstream.host, 'x-openstack-request-id', requestId);
+    const path = joinPath(upstream, route!.encodedPath) + (route!.target.query ? `?${route!.target.query}` : '');
+    return { origin: upstream.origin, path, headers, responseHeaders: ['x-openstack-request-id', requestId] };
+  }
+
+  /** A validated token's identity headers, built once: the validation cache hands back the same context. */
+  private identityHeadersOf(user: TokenContext, service: TokenContext | undefined): string[] {
+    if (service) return identityHeaderList(user, service);
+    let headers = this.identityHeaderCache.get(user);
+    if (!headers) {
+      headers = identityHeaderList(user, undefined);
+      this.identityHeaderCache.set(user, headers);
+    }
+    return headers;
+  }
+}

@@ -1,0 +1,61 @@
+import type { CatalogEntry, CatalogService } from '../catalog/catalog-service.ts';
+import type { AuditInitiator, AuditTrail } from '../events/audit.ts';
+import { auditAuthenticationFailure } from './authentication-audit.ts';
+import type { LoginThrottle } from './login-throttle.ts';
+import { parseTokenRequest, type AuthRequest } from './token-request.ts';
+import type { TokenContext, TokenService } from './token-service.ts';
+
+/** What issuing a token needs (the identity API's services). */
+export interface TokenIssueServices {
+  tokens: Pick<TokenService, 'authenticate'>;
+  loginThrottle: Pick<LoginThrottle, 'beginLogin'>;
+  audit: Pick<AuditTrail, 'authenticate'>;
+  catalog: Pick<CatalogService, 'catalog'>;
+}
+
+export interface TokenIssue {
+  /** The request as sent (its leaves typed): the throttle counts it before it is checked. */
+  request: AuthRequest;
+  /** Who asks, for the audit trail; its address for the rate limits. */
+  initiator: AuditInitiator;
+  /** The catalog goes with a scoped token unless the client asked for none (?nocatalog). */
+  withCatalog: boolean;
+}
+
+export interface IssuedToken {
+  token: TokenContext;
+  /** Present for a scoped token when asked for. */
+  catalog: CatalogEntry[] | undefined;
+}
+
+/**
+ * POST /v3/auth/tokens: the rate limits first (every attempt counts, even a malformed one), then
+ * the request is checked and authenticated, the outcome audited (a malformed request is not an
+ * authentication attempt), and the catalog built for a scoped token.
+ */
+export async function issueToken(services: TokenIssueServices, issue: TokenIssue): Promise<IssuedToken> {
+  const { initiator, request } = issue;
+  let token: TokenContext;
+  try {
+    const attempt = await services.loginThrottle.beginLogin(initiator.address, request);
+    token = await services.tokens.authenticate(parseTokenRequest(request));
+    await attempt.succeeded();
+  } catch (error) {
+    auditAuthenticationFailure(services.audit, initiator, error, requestedUserName(request));
+    throw error;
+  }
+  services.audit.authenticate('success', { ...initiator, userId: token.user.id, userName: token.user.name });
+  return { token, catalog: issue.withCatalog ? await catalogFor(services.catalog, token) : undefined };
+}
+
+/** The catalog for a token: only scoped tokens carry one. */
+export async function catalogFor(catalog: Pick<CatalogService, 'catalog'>, token: TokenContext): Promise<CatalogEntry[] | undefined> {
+  if (token.scope.type === 'unscoped') return undefined;
+  return catalog.catalog({ projectId: token.scope.type === 'project' ? token.scope.project.id : undefined, userId: token.user.id });
+}
+
+/** The user name a token request gives, if it names one. */
+function requestedUserName(request: AuthRequest): string | undefined {
+  const name = request.password?.user?.name ?? request.application_credential?.user?.name;
+  return typeof name === 'string' ? name : undefined;
+}

@@ -1,0 +1,188 @@
+import type { ApplicationCredentialReference } from '../identity/application-credential-service.ts';
+import type { UserReference } from '../identity/identity-service.ts';
+import { AuthenticationError, ValidationError } from '../support/errors.ts';
+
+/** Methods this service can run; the rest of Keystone's are known to it but not offered. */
+export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential'];
+
+// ---- as sent ----------------------------------------------------------------------------------
+
+export interface NameOrId {
+  id?: string | undefined;
+  name?: string | undefined;
+}
+
+/**
+ * A token request as sent: `auth.identity` of POST /v3/auth/tokens with `auth.scope` beside its
+ * methods. The route's schema has typed its leaves; nothing else is checked yet (the login throttle
+ * counts what it names before that).
+ */
+export interface AuthRequest {
+  methods: string[];
+  password?: { user?: (NameOrId & { domain?: NameOrId | undefined; password?: string | undefined }) | undefined } | undefined;
+  token?: { id?: string | undefined } | undefined;
+  application_credential?:
+    | {
+        id?: string | undefined;
+        name?: string | undefined;
+        secret?: string | undefined;
+        user?: (NameOrId & { domain?: NameOrId | undefined }) | undefined;
+      }
+    | undefined;
+  /** 'unscoped' (or {unscoped: {}}), or an object with one of project/domain/system. */
+  scope?: unknown;
+}
+
+// ---- checked ----------------------------------------------------------------------------------
+
+/** A domain named by id, or by name. */
+export type DomainReference = { id: string } | { name: string };
+
+/** What a token is asked to be scoped to. */
+export type ScopeRequest =
+  /** Nothing asked: the user's default project when the user may use it, else unscoped. */
+  | { type: 'default' }
+  | { type: 'unscoped' }
+  | { type: 'system' }
+  | { type: 'domain'; domain: DomainReference }
+  | { type: 'project'; project: { id: string } | { name: string; domain: DomainReference } };
+
+/** A checked token request: what the token service takes. */
+export type TokenRequest =
+  /** An application credential's secret; never a scope (the credential's project is the scope). */
+  | { method: 'application_credential'; credential: ApplicationCredentialReference; secret: string }
+  /** A password, a token to re-scope, or both (then for the same user). */
+  | {
+      method: 'user';
+      /** As asked (the token's methods are these and the re-scoped token's). */
+      methods: string[];
+      password?: { user: UserReference; password: string };
+      token?: { id: string };
+      scope: ScopeRequest;
+    };
+
+/**
+ * Checks a token request as sent and says what it asks for, or throws Keystone's answer: its
+ * messages, in its order (400 for a malformed request, 401 for a method or a combination this
+ * service does not offer).
+ */
+export function parseTokenRequest(request: AuthRequest): TokenRequest {
+  const { methods } = request;
+  if (methods.length === 0) throw ValidationError.expecting('methods', 'identity');
+  const passwordUser = request.password?.user;
+  if (methods.includes('password') && passwordUser) {
+    if (!passwordUser.id && !passwordUser.name) {
+      throw ValidationError.idOrName('identity/password/user');
+    }
+    if (passwordUser.domain && !passwordUser.domain.id && !passwordUser.domain.name) {
+      throw ValidationError.idOrName('identity/password/user/domain');
+    }
+  }
+  // Each method's own object must be there (any key of the request counts, as in Keystone).
+  for (const method of methods) {
+    if ((request as unknown as Record<string, unknown>)[method] === undefined) throw ValidationError.expecting(method, 'identity');
+  }
+  for (const method of methods) {
+    if (!ENABLED_AUTH_METHODS.includes(method)) {
+      throw new AuthenticationError('Attempted to authenticate with an unsupported method.', { methods: ENABLED_AUTH_METHODS });
+    }
+  }
+  const scope = parseScope(request.scope);
+  let password: { user: UserReference; password: string } | undefined;
+  if (methods.includes('password')) {
+    if (!passwordUser) throw ValidationError.expecting('user', 'password');
+    if (!passwordUser.id && !passwordUser.domain) throw ValidationError.expecting('domain', 'user');
+    if (passwordUser.password === undefined) throw ValidationError.expecting('password', 'user');
+    password = { user: userReference(passwordUser), password: passwordUser.password };
+  }
+  const tokenId = request.token?.id;
+  if (methods.includes('token') && !tokenId) throw ValidationError.expecting('id', 'token');
+  if (methods.includes('application_credential')) return parseApplicationCredential(request);
+  return {
+    method: 'user',
+    methods,
+    ...(password ? { password } : {}),
+    ...(tokenId && methods.includes('token') ? { token: { id: tokenId } } : {}),
+    scope,
+  };
+}
+
+/** The application_credential method: alone, unscoped, the credential by id or by name and user. */
+function parseApplicationCredential(request: AuthRequest): TokenRequest {
+  if (request.methods.length !== 1) throw new AuthenticationError();
+  if (request.scope !== undefined) {
+    throw new AuthenticationError('Error authenticating with application credential: Application credentials cannot request a scope.', {});
+  }
+  const body = request.application_credential!;
+  if (!body.id && !body.name) {
+    throw ValidationError.idOrName('identity/application_credential');
+  }
+  if (body.secret === undefined) throw ValidationError.expecting('secret', 'application_credential');
+  if (body.id) return { method: 'application_credential', credential: { id: body.id }, secret: body.secret };
+  const user = body.user;
+  if (!user || (!user.id && !user.name)) throw ValidationError.expecting('user', 'application_credential');
+  if (!user.id && !user.domain?.id && !user.domain?.name) throw ValidationError.expecting('domain', 'user');
+  return { method: 'application_credential', credential: { name: body.name!, user: userReference(user) }, secret: body.secret };
+}
+
+/** A user named by id, or by name in a domain named by id or by name (the checks above ensured one). */
+function userReference(user: NameOrId & { domain?: NameOrId | undefined }): UserReference {
+  if (user.id) return { id: user.id };
+  return user.domain!.id ? { name: user.name!, domainId: user.domain!.id } : { name: user.name!, domainName: user.domain!.name! };
+}
+
+const SCOPE_FORMS = 'system, project, domain, OS-TRUST:trust or unscoped';
+
+function parseScope(scope: unknown): ScopeRequest {
+  if (scope === undefined || scope === null) return { type: 'default' };
+  if (scope === 'unscoped') return { type: 'unscoped' };
+  if (typeof scope !== 'object' || Array.isArray(scope)) throw ValidationError.expecting(SCOPE_FORMS, 'scope');
+  const keys = Object.keys(scope);
+  if (keys.length === 0) return { type: 'default' };
+  if (keys.length > 1) throw ValidationError.expecting(SCOPE_FORMS, 'scope');
+  const key = keys[0]!;
+  const object = objectOrEmpty((scope as Record<string, unknown>)[key]);
+  switch (key) {
+    case 'unscoped':
+      return { type: 'unscoped' };
+    case 'system':
+      if (object.all !== true) throw ValidationError.expecting('all', 'system');
+      return { type: 'system' };
+    case 'domain': {
+      const domain = nameOrId(object);
+      if (!domain) throw ValidationError.idOrName('scope/domain');
+      return { type: 'domain', domain };
+    }
+    case 'project': {
+      const id = text(object.id);
+      const name = text(object.name);
+      if (!id && !name) throw ValidationError.idOrName('scope/project');
+      if (id) return { type: 'project', project: { id } };
+      if (!object.domain || typeof object.domain !== 'object') throw ValidationError.expecting('domain', 'project');
+      const domain = nameOrId(object.domain as Record<string, unknown>);
+      if (!domain) throw ValidationError.idOrName('scope/project/domain');
+      return { type: 'project', project: { name: name!, domain } };
+    }
+    case 'OS-TRUST:trust':
+      throw new AuthenticationError('Attempted to authenticate with an unsupported method.', { methods: ENABLED_AUTH_METHODS });
+    default:
+      throw ValidationError.expecting(SCOPE_FORMS, 'scope');
+  }
+}
+
+function objectOrEmpty(value: unknown): Record<string, unknown> {
+  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+/** A non-empty string, else nothing (the scope is not typed by the route's schema). */
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' && value ? value : undefined;
+}
+
+/** By id when it has one, else by name; neither: undefined. */
+function nameOrId(object: Record<string, unknown>): DomainReference | undefined {
+  const id = text(object.id);
+  if (id) return { id };
+  const name = text(object.name);
+  return name ? { name } : undefined;
+}
