@@ -51,7 +51,9 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   // A user deleted takes its passwords, memberships, assignments, credentials and access rules.
   identity_user: { write: ['identity'], insert: ['identity-added'], delete: ['identity', 'assignment', 'credential'] },
   identity_group: { write: ['identity'], insert: ['identity-added'], delete: ['identity', 'assignment'] },
-  password: { write: ['identity'] },
+  // A password row alone (a new user's) changes no validated token: a password change also records
+  // a revocation event for the user (and expires or removes the rows before it), which drops them.
+  password: { write: ['identity'], insert: ['identity-added'] },
   // Memberships give roles through groups.
   group_membership: { write: ['identity', 'assignment'] },
   // A role deleted takes its implications, assignments and credentials' roles.

@@ -62,9 +62,18 @@ export class GenerationCache<K, V> {
     return entry.value;
   }
 
-  /** Stores a value computed while `generation` was current (a result that straddled a change is dropped). */
+  /**
+   * Stores a value computed while `generation` was current. One that straddled a change is stored
+   * as stale: never a hit while the source can be asked, but the last known value while it cannot
+   * (a validation that overlapped another node's unrelated write is as good as one that finished just
+   * before it; dropping it left the node with nothing to serve in a partition). It never replaces a
+   * value of a newer generation.
+   */
   set(key: K, value: V, generation: number): void {
-    if (generation !== this.currentGeneration()) return;
+    if (generation !== this.currentGeneration()) {
+      const held = this.entries.get(key);
+      if (held && held.generation >= generation) return;
+    }
     this.entries.delete(key);
     this.entries.set(key, { generation, value, insertedAt: ++this.insertions });
     if (this.entries.size > this.capacity) {

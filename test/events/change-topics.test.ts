@@ -42,6 +42,17 @@ t.test('writes → topics', async (t) => {
   t.same(sorted(topicsOfWrites(writesOf('insert into "identity_user" ("id") values ($1)'))), ['identity-added'], 'a new user: only lookups by name or id may change');
   t.same(sorted(topicsOfWrites(writesOf('insert into "project" ("id") values ($1)'))), ['resource-added']);
   t.same(
+    sorted(topicsOfWrites(writesOf('insert into "identity_user" ("id") values ($1)', 'insert into "password" ("user_id") values ($1)'))),
+    ['identity-added'],
+    'a new user with its password: validated tokens are kept (they cannot refer to it)',
+  );
+  t.same(
+    sorted(topicsOfWrites(writesOf('update "password" set "expires_at" = $1 where "id" = $2', 'insert into "password" ("user_id") values ($1)'))),
+    ['identity', 'identity-added'],
+    'a password change expires the row before it: validated tokens are dropped',
+  );
+  t.same(sorted(topicsOfWrites(writesOf('delete from "password" where "id" = $1', 'insert into "password" ("user_id") values ($1)'))), ['identity', 'identity-added'], 'or removes it');
+  t.same(
     sorted(topicsOfWrites(writesOf('delete from "project" where "id" = $1'))),
     ['assignment', 'credential', 'identity', 'resource'],
     'a deleted domain or project takes (by cascade and trigger) its users, groups, roles, assignments and credentials',
