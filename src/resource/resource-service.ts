@@ -138,7 +138,7 @@ export class ResourceService {
     return this.store.transaction(async (em) => {
       const domain = await this.getDomain(id, em);
       if (domain.options.immutable === true) throw immutable('delete', 'domain', id);
-      if (domain.enabled) throw new ForbiddenError('Cannot delete a domain that is enabled, please disable it first.');
+      if (domain.enabled) throw ForbiddenError.enabledDomainDeletion();
       // Projects, users, groups and domain roles go with it (foreign keys cascade, triggers remove
       // their role assignments); the event revokes every token of its users and projects at once.
       await this.revocations.record(em, { domainId: id });
@@ -190,6 +190,8 @@ export class ResourceService {
 
   async createProject(input: ProjectInput): Promise<Project> {
     if (input.isDomain) {
+      // As Keystone: a project acting as a domain is a root (no parent, no domain of its own).
+      if (input.parentId || input.domainId) throw new ValidationError('only root projects are allowed to act as domains.');
       return this.createDomain(input);
     }
     return this.store
@@ -199,7 +201,12 @@ export class ResourceService {
         const parentId = input.parentId ?? domain.id;
         if (parentId !== domain.id) {
           const parent = await this.projects.find(em, parentId);
-          if (!parent || parent.isDomain) throw new ValidationError(`Could not find project: ${parentId}.`);
+          if (!parent) throw new ValidationError(`Could not find project: ${parentId}.`);
+          if (parent.isDomain) {
+            throw new ValidationError(
+              `Cannot create project, the parent (${parent.id}) is acting as a domain, but this project's domain id (${domain.id}) does not match the parent's id.`,
+            );
+          }
           if (parent.domainId !== domain.id) {
             throw new ValidationError('Cannot create project, the parent and the project must be in the same domain.');
           }
@@ -231,13 +238,14 @@ export class ResourceService {
         if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
         if (patch.domainId !== undefined && patch.domainId !== project.domainId) throw ValidationError.domainChange();
         if (patch.isDomain !== undefined && patch.isDomain !== project.isDomain) {
-          throw new ValidationError('Cannot change is_domain attribute of a project.');
+          throw new ValidationError('Update of `is_domain` is not allowed.');
         }
         if (patch.parentId !== undefined && patch.parentId !== project.parentId) {
           throw new ForbiddenError('Update of `parent_id` is not allowed.');
         }
         this.refuseImmutableUpdate(project, patch.options, 'project');
-        if (patch.enabled === false && project.enabled) {
+        // A project acting as a domain is disabled with its projects enabled, as a domain is.
+        if (patch.enabled === false && project.enabled && !project.isDomain) {
           const children = await this.projects.children(em, id);
           if (children.some((child) => child.enabled)) {
             throw new ForbiddenError(`Cannot disable project ${id} since its subtree contains enabled projects.`);
@@ -271,7 +279,7 @@ export class ResourceService {
       const project = await this.getProject(id, em);
       if (project.options.immutable === true) throw immutable('delete', 'project', id);
       if (project.isDomain) {
-        if (project.enabled) throw new ValidationError('Cannot delete an enabled project acting as a domain. Please disable the project first.');
+        if (project.enabled) throw ForbiddenError.enabledDomainDeletion();
       } else if ((await this.projects.children(em, id)).length) {
         throw new ForbiddenError(
           `Cannot delete the project ${id} since it is not a leaf in the hierarchy. Use the cascade option if you want to delete a whole subtree.`,

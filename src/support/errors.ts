@@ -122,6 +122,10 @@ export class ForbiddenError extends ServiceError {
         : 'You are not authorized to perform the requested action.',
     );
   }
+  /** A domain (or a project acting as one) is deleted only once disabled. */
+  static enabledDomainDeletion(): ForbiddenError {
+    return new ForbiddenError('Cannot delete a domain that is enabled, please disable it first.');
+  }
 }
 
 /** 404 with Keystone's "Could not find {kind}: {id}." text, or a custom message. */

@@ -61,7 +61,8 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
     const project = await api.resources.createProject({
       id: body.is_domain && body.explicit_domain_id ? body.explicit_domain_id : undefined,
       name: body.name,
-      domainId: body.domain_id ?? defaultDomainOf(auth),
+      // A project acting as a domain has no domain: one given is refused, none is taken from the token.
+      domainId: body.is_domain ? (body.domain_id ?? '') : (body.domain_id ?? defaultDomainOf(auth)),
       parentId: body.parent_id,
       isDomain: body.is_domain,
       description: body.description,
@@ -95,7 +96,8 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
         options: body.options,
         extra: extraAttributes(body, PROJECT_FIELDS),
       });
-      return { project: renderProject(request, project) };
+      // Keystone's update answer also carries the extra attributes as `extra` (only this one does).
+      return { project: { ...renderProject(request, project), extra: { ...project.extra } } };
     },
   );
 
