@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -36,9 +37,14 @@ export async function policyReplay(config: Config, args: string[], usage: (messa
   }
   const base = (values.url ?? environment.OS_AUTH_URL ?? config.publicUrl).replace(/\/+$/, '').replace(/\/v3$/, '');
 
+  // The rule files, and the fixtures beside them (tests/*.yaml): the candidate is gated by its own.
   const files: Record<string, string> = {};
   for (const entry of (await readdir(values.candidate)).sort()) {
     if (entry.endsWith('.csv') && !entry.startsWith('.')) files[entry] = await readFile(path.join(values.candidate, entry), 'utf8');
+  }
+  const tests = path.join(values.candidate, 'tests');
+  for (const entry of existsSync(tests) ? (await readdir(tests)).sort() : []) {
+    if (/\.ya?ml$/.test(entry) && !entry.startsWith('.')) files[`tests/${entry}`] = await readFile(path.join(tests, entry), 'utf8');
   }
   if (Object.keys(files).length === 0) throw usage(`${values.candidate} holds no <service_type>.csv file`);
 

@@ -1,4 +1,4 @@
-import { cp, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ValidationError } from '../support/errors.ts';
@@ -18,15 +18,20 @@ export interface ReplayableDecision {
 
 const ACCESS_RULES = 'application credential access rules';
 const RULE_FILE = /^[A-Za-z0-9][A-Za-z0-9_.-]*\.csv$/;
+/** A fixture file of the candidate, in place of (or beside) the live one of the same name. */
+const FIXTURE_FILE = /^tests\/[A-Za-z0-9][A-Za-z0-9_.-]*\.ya?ml$/;
 
 /**
- * The live policy's directory with `files` put in place of (or beside) its rule files, loaded and
- * gated by the live directory's fixtures, as a reload would be. A candidate that fails to load or
- * fails a fixture is a ValidationError naming the file and line (or the failing cases).
+ * The live policy's directory with `files` put in place of (or beside) its rule files and its
+ * fixtures (`tests/<name>.yaml`), loaded and gated by the fixtures, as a reload would be: a change
+ * that means to flip a live fixture case brings that fixture file along. A candidate that fails to
+ * load or fails a fixture is a ValidationError naming the file and line (or the failing cases).
  */
 export async function loadCandidate(liveDirectory: string, files: Readonly<Record<string, string>>): Promise<GatewayPolicy> {
   for (const name of Object.keys(files)) {
-    if (!RULE_FILE.test(name)) throw new ValidationError(`Invalid candidate file name '${name}': expected <service_type>.csv.`);
+    if (!RULE_FILE.test(name) && !FIXTURE_FILE.test(name)) {
+      throw new ValidationError(`Invalid candidate file name '${name}': expected <service_type>.csv or tests/<name>.yaml.`);
+    }
   }
   const directory = await mkdtemp(path.join(os.tmpdir(), 'kg-replay-'));
   try {
@@ -35,6 +40,7 @@ export async function loadCandidate(liveDirectory: string, files: Readonly<Recor
         await cp(path.join(liveDirectory, entry), path.join(directory, entry), { recursive: true, dereference: true });
       }
     }
+    await mkdir(path.join(directory, 'tests'), { recursive: true });
     for (const [name, text] of Object.entries(files)) await writeFile(path.join(directory, name), text);
     const relative = (message: string) => message.split(`${directory}${path.sep}`).join('');
     let candidate: GatewayPolicy;

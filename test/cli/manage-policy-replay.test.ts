@@ -29,6 +29,17 @@ t.test('policy replay --candidate DIR lists the recorded requests the candidate 
   t.equal(json.code, 0, json.stderr);
   t.match(JSON.parse(json.stdout), { decisions: 1, changed: [{ request_id: requestId, live: 'allow', candidate: 'deny' }] });
 
+  // A fixture the candidate brings along gates it (a live one of the same name is replaced).
+  fs.mkdirSync(path.join(candidate, 'tests'));
+  fs.writeFileSync(
+    path.join(candidate, 'tests', 'echo.yaml'),
+    `- name: a reader may list things\n  service: echo\n  roles: [reader]\n  scope: project\n  project_id: p1\n  method: GET\n  path: /v1/p1/things\n  expect: allow\n`,
+  );
+  const gated = await manage(['policy', 'replay', '--candidate', candidate, '--url', url], { OS_TOKEN: w.admin });
+  t.equal(gated.code, 1, 'the candidate fails its own fixture');
+  t.match(gated.stderr, /replay refused \(400\): .*tests\/echo\.yaml: case 1 "a reader may list things": expected allow, got deny/);
+  fs.rmSync(path.join(candidate, 'tests'), { recursive: true });
+
   fs.writeFileSync(path.join(candidate, 'echo.csv'), `${ECHO_RULES}p, reader\n`);
   const broken = await manage(['policy', 'replay', '--candidate', candidate, '--url', url], { OS_TOKEN: w.admin });
   t.equal(broken.code, 1);

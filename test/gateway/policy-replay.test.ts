@@ -69,7 +69,19 @@ t.test('a candidate that does not load or fails its fixtures is a 400 naming the
   t.match(failing.json().error.message, /fixture.*tests\/echo\.yaml: case 1 "a reader lists things": expected allow, got deny/);
   t.match(failing.json().error.message, /echo\.csv:7/, 'the deciding line is named');
 
-  for (const name of ['../echo.csv', 'echo.conf', '.hidden.csv', 'model.conf']) {
+  // The same change with the fixture it means to flip: the candidate is gated by its own fixtures.
+  const flippedFixture = fs.readFileSync(path.join(w.policies, 'tests', 'echo.yaml'), 'utf8').replace('expect: allow', 'expect: deny');
+  const withFixture = await call('POST', '/v3/gateway/policy/replay', {
+    replay: { files: { 'echo.csv': `${ECHO_RULES}${READER_DENIED}\n`, 'tests/echo.yaml': flippedFixture } },
+  });
+  t.equal(withFixture.statusCode, 200, withFixture.body);
+  t.equal(withFixture.json().replay.changed.length, 1, 'the reader\'s listing would change');
+  const fixtureAlone = await call('POST', '/v3/gateway/policy/replay', { replay: { files: { 'tests/echo.yaml': flippedFixture } } });
+  t.equal(fixtureAlone.statusCode, 400, 'the live rules fail the candidate fixture');
+  t.match(fixtureAlone.json().error.message, /tests\/echo\.yaml: case 1 "a reader lists things": expected deny, got allow/);
+  t.equal(fs.readFileSync(path.join(w.policies, 'tests', 'echo.yaml'), 'utf8').includes('expect: allow'), true, 'the live fixture is untouched');
+
+  for (const name of ['../echo.csv', 'echo.conf', '.hidden.csv', 'model.conf', 'tests/../echo.csv', 'tests/echo.csv', 'tests/.x.yaml', 'other/echo.yaml']) {
     const refused = await call('POST', '/v3/gateway/policy/replay', { replay: { files: { [name]: ECHO_RULES } } });
     t.equal(refused.statusCode, 400, name);
   }
