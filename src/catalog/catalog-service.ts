@@ -119,7 +119,7 @@ export class CatalogService {
   updateRegion(id: string, patch: RegionInput): Promise<Region> {
     return this.store.transaction(async (em) => {
       const row = await this.getRegion(id, em);
-      if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
+      if (patch.id !== undefined && patch.id !== id) throw ValidationError.idChange();
       if (patch.parentRegionId !== undefined) {
         if (patch.parentRegionId) await this.refuseRegionCycle(em, id, patch.parentRegionId);
         row.parentRegionId = patch.parentRegionId;
@@ -186,7 +186,7 @@ export class CatalogService {
   updateService(id: string, patch: Partial<ServiceInput> & { id?: string | undefined }): Promise<Service> {
     return this.store.transaction(async (em) => {
       const row = await this.getService(id, em);
-      if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
+      if (patch.id !== undefined && patch.id !== id) throw ValidationError.idChange();
       if (patch.type !== undefined) row.type = patch.type;
       if (patch.name !== undefined) row.name = patch.name;
       if (patch.description !== undefined) row.description = patch.description;
@@ -237,7 +237,7 @@ export class CatalogService {
   updateEndpoint(id: string, patch: EndpointPatch): Promise<Endpoint> {
     return this.store.transaction(async (em) => {
       const row = await this.getEndpoint(id, em);
-      if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
+      if (patch.id !== undefined && patch.id !== id) throw ValidationError.idChange();
       if (patch.serviceId !== undefined && patch.serviceId !== row.serviceId) {
         if (!(await this.repository.findService(em, patch.serviceId))) {
           throw ValidationError.expecting('endpoint service_id', 'service table');

@@ -1,4 +1,4 @@
-import { AuthenticationError } from '../support/errors.ts';
+import { AuthenticationError, ForbiddenError } from '../support/errors.ts';
 import type { PolicySubject } from '../policy/gateway-explain.ts';
 import type { GatewayPolicy } from '../policy/gateway-policy.ts';
 import type { TokenContext } from '../token/token-service.ts';
@@ -12,8 +12,6 @@ export interface GatewayPolicyHolder {
   /** The shadow policy (POLICY_SHADOW_DIR), decided beside the live one and never enforced; absent when none is configured. */
   shadow?: (() => Pick<GatewayPolicy, 'decide'>) | undefined;
 }
-
-const DENIED = 'You are not authorized to perform the requested action.';
 
 /**
  * Stage 4: application-credential access rules, then the policy of the service, decided on the
@@ -36,7 +34,7 @@ export class Authoriser {
     const authorization = this.decideWith(this.policy.current(), caller!.user, caller!.privilegedService, subject, route!.serviceType, method, route!.path);
     proxied.authorization = authorization;
     if (this.shadow !== undefined) proxied.shadow = this.decideWith(this.shadow(), caller!.user, caller!.privilegedService, subject, route!.serviceType, method, route!.path);
-    return authorization.allowed ? undefined : new Refusal(403, DENIED, authorization.reason);
+    return authorization.allowed ? undefined : new Refusal(403, ForbiddenError.NOT_AUTHORIZED, authorization.reason);
   }
 
   /**

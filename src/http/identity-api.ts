@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
-import { NotFoundError, ServiceError, ValidationError } from '../support/errors.ts';
+import { AuthenticationError, NotFoundError, ServiceError, ValidationError } from '../support/errors.ts';
 import { registerAuditHooks } from './audit.ts';
 import type { App, IdentityApi } from './context.ts';
 import { handleError, NOT_JSON, sendError } from './errors.ts';
@@ -157,13 +157,13 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
     }
     if (request.routeOptions.config.public) return continueIfExpected(request.raw, reply.raw);
     const token = request.headers['x-auth-token'];
-    if (typeof token !== 'string' || token.length === 0) return sendError(request, reply, 401, 'The request you have made requires authentication.');
+    if (typeof token !== 'string' || token.length === 0) return sendError(request, reply, 401, AuthenticationError.GENERIC);
     try {
       request.auth = await api.tokens.validate(token);
     } catch (error) {
       // Any reason the caller's own token is no good is the same generic 401 (never a 404); not
       // being able to tell (a 503) is not one.
-      if (error instanceof ServiceError && error.kind !== 'unavailable') return sendError(request, reply, 401, 'The request you have made requires authentication.');
+      if (error instanceof ServiceError && error.kind !== 'unavailable') return sendError(request, reply, 401, AuthenticationError.GENERIC);
       throw error;
     }
     continueIfExpected(request.raw, reply.raw);

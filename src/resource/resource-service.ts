@@ -235,7 +235,7 @@ export class ResourceService {
     return this.store
       .transaction(async (em) => {
         const project = await this.getProject(id, em);
-        if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change ID');
+        if (patch.id !== undefined && patch.id !== id) throw ValidationError.idChange();
         if (patch.domainId !== undefined && patch.domainId !== project.domainId) throw ValidationError.domainChange();
         if (patch.isDomain !== undefined && patch.isDomain !== project.isDomain) {
           throw new ValidationError('Update of `is_domain` is not allowed.');

@@ -74,6 +74,10 @@ export class ValidationError extends ServiceError {
   static blankName(): ValidationError {
     return ValidationError.field('name', 'the name must contain a non-space character.');
   }
+  /** An update that names another id than the entity's own. */
+  static idChange(): ValidationError {
+    return new ValidationError('Cannot change ID');
+  }
   /** An update that would move a user, group or project to another domain. */
   static domainChange(): ValidationError {
     return new ValidationError('Cannot change Domain ID');
@@ -115,12 +119,9 @@ export class AuthenticationError extends ServiceError {
 /** 403: authenticated, but not allowed (policy) or the operation is refused by a rule. */
 export class ForbiddenError extends ServiceError {
   readonly kind = 'forbidden';
+  static readonly NOT_AUTHORIZED = 'You are not authorized to perform the requested action.';
   static action(action?: string): ForbiddenError {
-    return new ForbiddenError(
-      action
-        ? `You are not authorized to perform the requested action: ${action}.`
-        : 'You are not authorized to perform the requested action.',
-    );
+    return new ForbiddenError(action ? `You are not authorized to perform the requested action: ${action}.` : ForbiddenError.NOT_AUTHORIZED);
   }
   /** A domain (or a project acting as one) is deleted only once disabled. */
   static enabledDomainDeletion(): ForbiddenError {
