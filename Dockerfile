@@ -1,5 +1,6 @@
 # Build stage: all dependencies, src/ bundled into dist/ by esbuild (npm run build).
-FROM node:20-bookworm-slim AS build
+# The same Node as package.json's `node` devDependency (the runtime image has it, so --omit=dev skips the package).
+FROM node:26.10.0-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -11,7 +12,7 @@ RUN npm run build
 
 # Runtime: production dependencies and the bundle; plain node runs JavaScript (no TypeScript
 # transform in the process: ~77 MB less per process than node --import=tsx src/main.ts).
-FROM node:20-bookworm-slim
+FROM node:26.10.0-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force

@@ -1,5 +1,5 @@
 import cluster from 'node:cluster';
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { monitorEventLoopDelay, type ELDHistogram } from 'node:perf_hooks';
 import { WorkerMetricsExchange } from './cluster-metrics.ts';
 import { MetricsRegistry, renderFamilies, type Counter, type CounterChild, type Histogram, type HistogramChild, type Sample } from './registry.ts';
 
@@ -118,7 +118,7 @@ export class ServiceMetrics {
   private readonly gatewayRoutes = new Map<string, RouteSeries>();
   private readonly identityRoutes = new Map<string, RouteSeries>();
   private sources: MetricSources | undefined;
-  private readonly eventLoopDelay: IntervalHistogram | undefined;
+  private readonly eventLoopDelay: ELDHistogram | undefined;
   private readonly exchange: WorkerMetricsExchange | undefined;
 
   constructor(options: { worker?: string | undefined; eventLoopDelay?: boolean } = {}) {
@@ -194,7 +194,7 @@ export class ServiceMetrics {
       this.eventLoopDelay = histogram;
       // The histogram records each sampling interval whole (an idle loop reads 20 ms): the delay
       // is what exceeds the interval.
-      const read = (pick: (h: IntervalHistogram) => number) => (histogram.count > 0 ? Math.max(0, pick(histogram) - resolutionMs * 1e6) / 1e9 : 0);
+      const read = (pick: (h: ELDHistogram) => number) => (histogram.count > 0 ? Math.max(0, pick(histogram) - resolutionMs * 1e6) / 1e9 : 0);
       registry.collected('nodejs_eventloop_delay_p99_seconds', 'Event loop delay, 99th percentile since the previous scrape.', 'gauge', [], () => [[[], read((h) => h.percentile(99))]]);
       registry.collected('nodejs_eventloop_delay_max_seconds', 'Largest event loop delay since the previous scrape.', 'gauge', [], () => [[[], read((h) => h.max)]]);
       registry.collected('nodejs_eventloop_delay_mean_seconds', 'Mean event loop delay since the previous scrape.', 'gauge', [], () => {
