@@ -120,11 +120,11 @@ export async function createFixtures(base: string, admin: AdminCredentials, remo
   };
 }
 
-/** Registers service type `bench` with an internal endpoint in RegionOne pointing at `upstreamUrl`/v1. */
-export async function registerBenchService(base: string, adminToken: string, upstreamUrl: string, removeAfter: boolean): Promise<void> {
-  const serviceId: string = (await api(base, 'POST', '/services', adminToken, { service: { type: 'bench', name: 'bench', enabled: true } })).json.service.id;
-  if (removeAfter) onCleanup('delete service bench', () => api(base, 'DELETE', `/services/${serviceId}`, adminToken).then(() => undefined));
+/** Registers service type `type` (default `bench`) with an internal endpoint in RegionOne at `upstreamUrl` + `suffix`. */
+export async function registerBenchService(base: string, adminToken: string, upstreamUrl: string, removeAfter: boolean, type = 'bench', suffix = '/v1'): Promise<void> {
+  const serviceId: string = (await api(base, 'POST', '/services', adminToken, { service: { type, name: type, enabled: true } })).json.service.id;
+  if (removeAfter) onCleanup(`delete service ${type}`, () => api(base, 'DELETE', `/services/${serviceId}`, adminToken).then(() => undefined));
   await api(base, 'POST', '/endpoints', adminToken, {
-    endpoint: { service_id: serviceId, interface: 'internal', region_id: 'RegionOne', url: `${upstreamUrl}/v1`, enabled: true },
+    endpoint: { service_id: serviceId, interface: 'internal', region_id: 'RegionOne', url: `${upstreamUrl}${suffix}`, enabled: true },
   });
 }

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { hashSync } from '@node-rs/bcrypt';
 import { createFixtures, registerBenchService, type AdminCredentials, type Fixtures } from './fixtures.ts';
+import { ingressFailed, ingressTable, ingressTools, runIngressBench, type IngressResult } from './ingress.ts';
 import { runPacedScenario, runScenario, stopLoad, type LoadSettings, type ScenarioResult } from './load.ts';
 import {
   cleanup,
@@ -34,13 +35,20 @@ function positiveNumber(name: string, fallback: number, allowZero = false): numb
   return value;
 }
 
-function selectedScenarios(): ScenarioName[] {
+/**
+ * The autocannon gateway scenarios (upstream-direct, bare-proxy, gateway) run only when named: the
+ * ingress comparison (wrk, nginx) measures the gateway by default.
+ */
+const AUTOCANNON_GATEWAY: readonly ScenarioName[] = ['upstream-direct', 'bare-proxy', 'gateway'];
+
+function selectedScenarios(): { scenarios: ScenarioName[]; ingress: boolean } {
   const raw = process.env.BENCH_ONLY?.trim();
-  if (!raw) return [...SCENARIO_NAMES];
+  if (!raw) return { scenarios: SCENARIO_NAMES.filter((name) => !AUTOCANNON_GATEWAY.includes(name)), ingress: true };
   const wanted = raw.split(',').map((name) => name.trim()).filter(Boolean);
-  const unknown = wanted.filter((name) => !(SCENARIO_NAMES as readonly string[]).includes(name));
-  if (unknown.length) throw new Error(`BENCH_ONLY: unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIO_NAMES.join(', ')}`);
-  return SCENARIO_NAMES.filter((name) => wanted.includes(name));
+  const known = [...SCENARIO_NAMES, 'ingress'];
+  const unknown = wanted.filter((name) => !known.includes(name));
+  if (unknown.length) throw new Error(`BENCH_ONLY: unknown scenario(s) ${unknown.join(', ')}; known: ${known.join(', ')}`);
+  return { scenarios: SCENARIO_NAMES.filter((name) => wanted.includes(name)), ingress: wanted.includes('ingress') };
 }
 
 /** Passwords never go into the results file. */
@@ -80,7 +88,9 @@ function writePolicyDirectory(stricter = false): string {
     if (file === 'model.conf' || file.endsWith('.csv')) copyFileSync(path.join(source, file), path.join(directory, file));
   }
   const memberRule = stricter ? [] : ['p, member, project, /v1/{project_id}/things, GET, allow'];
-  writeFileSync(path.join(directory, 'bench.csv'), ['# Written by bench/run.ts for the gateway scenario.', ...memberRule, 'p, admin, *, /**, *, allow', ''].join('\n'));
+  for (const service of ['bench', 'ingress']) {
+    writeFileSync(path.join(directory, `${service}.csv`), ['# Written by bench/run.ts for the gateway scenarios.', ...memberRule, 'p, admin, *, /**, *, allow', ''].join('\n'));
+  }
   return directory;
 }
 
@@ -111,11 +121,16 @@ async function main(): Promise<number> {
     warmup: positiveNumber('BENCH_WARMUP', 1, true),
     timeout: positiveNumber('BENCH_TIMEOUT', 30),
   };
-  const selected = selectedScenarios();
+  const { scenarios: selected, ingress: runIngress } = selectedScenarios();
   const externalUrl = process.env.BENCH_URL?.replace(/\/+$/, '').replace(/\/v3$/, '') || undefined;
   const databaseServer = process.env.BENCH_DATABASE_URL || undefined;
   if (externalUrl && databaseServer) throw new Error('BENCH_URL and BENCH_DATABASE_URL exclude each other (the external service has its own database)');
   const need = needs(selected);
+  if (runIngress) {
+    need.service = true;
+    const tools = ingressTools();
+    if ('missing' in tools) throw new Error(`the ingress comparison needs ${tools.missing.join(' and ')}: apt-get install ${tools.missing.join(' ')} (or leave 'ingress' out of BENCH_ONLY)`);
+  }
   installSignalHandlers(stopLoad);
 
   const loadBefore = os.loadavg();
@@ -201,14 +216,41 @@ async function main(): Promise<number> {
     }
   }
 
+  // The gateway against nginx and the bare Node proxy, wrk-loaded, and the paced tail (bench/ingress.ts).
+  let ingress: IngressResult | undefined;
+  if (runIngress && serviceUrl && fixtures && !isInterrupted()) {
+    const f = fixtures;
+    const url = serviceUrl;
+    ingress = await runIngressBench(
+      {
+        serviceUrl: url,
+        servicePids,
+        token: f.userToken,
+        projectId: f.projectId,
+        register: (upstreamUrl) => registerBenchService(url, f.adminToken, upstreamUrl, Boolean(externalUrl), 'ingress', ''),
+        log,
+      },
+      {
+        threads: Math.round(positiveNumber('BENCH_WRK_THREADS', 1)),
+        connections: Math.round(positiveNumber('BENCH_WRK_CONNECTIONS', 32)),
+        durationS: positiveNumber('BENCH_WRK_DURATION', 8),
+        rounds: Math.round(positiveNumber('BENCH_WRK_ROUNDS', 3)),
+        pacedShare: positiveNumber('BENCH_PACED_SHARE', 0.5, true),
+        paced: { ...settings, connections: Math.round(positiveNumber('BENCH_WRK_CONNECTIONS', 32)) },
+      },
+    );
+  }
+
   const comparisons = compare(results, bcrypt);
-  const table = printTable(results, bcrypt, comparisons);
+  const table = results.length ? printTable(results, bcrypt, comparisons) : '(no autocannon scenario selected)';
   const failures = failureReport(results);
   process.stdout.write(
     `\nkeystone-gateway bench: ${target}; ${settings.duration} s × ${settings.connections} connections per scenario; ` +
       `${os.availableParallelism()} cores, load ${loadBefore.map((value) => value.toFixed(2)).join(' ')} before\n\n${table}\n`,
   );
   if (failures) process.stdout.write(`${failures}\n`);
+  if (ingress) process.stdout.write(`\n${ingressTable(ingress)}\n`);
+  if (ingress && ingressFailed(ingress)) process.stdout.write('\n!!! the ingress comparison saw errors or non-2xx answers (see the rounds above)\n');
 
   const file = writeResults(
     {
@@ -227,12 +269,13 @@ async function main(): Promise<number> {
       bcrypt,
       scenarios: results,
       comparisons,
-      failed: results.filter(failed).map((result) => result.name),
+      ingress,
+      failed: [...results.filter(failed).map((result) => result.name), ...(ingress && ingressFailed(ingress) ? ['ingress'] : [])],
     },
     startedAt,
   );
   process.stdout.write(`\nwrote ${path.relative(process.cwd(), file)}\n`);
-  return results.some(failed) ? 1 : 0;
+  return results.some(failed) || (ingress !== undefined && ingressFailed(ingress)) ? 1 : 0;
 }
 
 main()

@@ -1,0 +1,308 @@
+/**
+ * The ingress comparison (issue 21): the gateway against nginx as a bare proxy, in one run.
+ *
+ * The same upstream (nginx answering a fixed JSON body, so the upstream costs next to nothing) sits
+ * behind three proxies: nginx (one worker, keep-alive to the upstream), the bare Node proxy
+ * (bench/bare-proxy.ts: node:http + undici, no auth) and the gateway (token validation, policy,
+ * identity headers). Each is loaded by wrk, an external C load generator (it shares the cores, not
+ * an event loop, with what it measures), for `rounds` rounds in turn; the CPU per request is each
+ * server's /proc time over the requests wrk completed. Then an open-loop paced run (latency counted
+ * from each request's scheduled time) at half the gateway's top rate, for direct, nginx and gateway.
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { writeFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { runPacedScenario, type LoadSettings, type ScenarioResult } from './load.ts';
+import { cpuMs, freePort, onCleanup, settle, startHelper, tempDirectory, type HelperProcess } from './processes.ts';
+import type { Scenario } from './scenarios.ts';
+
+/** The upstream's answer: the same as bench/upstream.ts. */
+const BODY = JSON.stringify({ things: [{ id: 'a1b2c3', name: 'bench', size: 1 }] });
+
+export type IngressTarget = 'direct' | 'nginx' | 'bare-proxy' | 'gateway';
+
+export interface WrkRun {
+  requests: number;
+  durationS: number;
+  rps: number;
+  /** Server CPU µs per completed request (the proxy's own; the upstream's is not included). */
+  cpuUsPerRequest: number;
+  latencyMs: { p50: number; p99: number; max: number };
+  non2xx: number;
+  socketErrors: number;
+}
+
+export interface IngressResult {
+  settings: { threads: number; connections: number; durationS: number; rounds: number; pacedShare: number; pacedDurationS: number };
+  tools: { wrk: string; nginx: string };
+  /** Each target's wrk rounds, in the order run. */
+  rounds: Record<IngressTarget, WrkRun[]>;
+  /** Medians over the rounds, and the ratios to nginx. */
+  summary: Record<IngressTarget, { cpuUsPerRequest: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null }>;
+  paced?: { rate: number; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number };
+}
+
+/** Whether wrk and nginx are installed (the ingress comparison needs both). */
+export function ingressTools(): { wrk: string; nginx: string } | { missing: string[] } {
+  // wrk -v exits 1 after printing its version; nginx -v writes it to stderr.
+  const version = (command: string, args: string[]) => {
+    const run = spawnSync(command, args, { encoding: 'utf8' });
+    if (run.error) return undefined;
+    return `${run.stdout}${run.stderr}`.trim().split('\n')[0] || command;
+  };
+  const wrk = version('wrk', ['-v']);
+  const nginx = version('nginx', ['-v']) ?? version('/usr/sbin/nginx', ['-v']);
+  const missing = [...(wrk ? [] : ['wrk']), ...(nginx ? [] : ['nginx-light'])];
+  return missing.length ? { missing } : { wrk: wrk!, nginx: nginx! };
+}
+
+function nginxBinary(): string {
+  try {
+    execFileSync('nginx', ['-v'], { stdio: 'ignore' });
+    return 'nginx';
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? '/usr/sbin/nginx' : 'nginx';
+  }
+}
+
+/**
+ * nginx with a config of its own (its own prefix, pid and temp paths: no system files touched):
+ * `upstream` answers BODY to everything, `proxy` forwards to `upstreamPort` over keep-alive.
+ * One worker process, as the Node servers are one process each.
+ */
+async function startNginx(role: 'upstream' | 'proxy', upstreamPort?: number): Promise<HelperProcess> {
+  const directory = tempDirectory(`kg-bench-nginx-${role}-`);
+  for (const sub of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(path.join(directory, sub));
+  const port = await freePort();
+  const location =
+    role === 'upstream'
+      ? `default_type application/json; return 200 '${BODY}';`
+      : 'proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";';
+  const config = `
+worker_processes 1;
+daemon off;
+pid ${directory}/nginx.pid;
+error_log ${directory}/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 10000000;
+  keepalive_timeout 65s;
+  client_body_temp_path ${directory}/body;
+  proxy_temp_path ${directory}/proxy;
+  fastcgi_temp_path ${directory}/fastcgi;
+  uwsgi_temp_path ${directory}/uwsgi;
+  scgi_temp_path ${directory}/scgi;
+  ${role === 'proxy' ? `upstream backend { server 127.0.0.1:${upstreamPort}; keepalive 128; }` : ''}
+  server {
+    listen 127.0.0.1:${port};
+    location / { ${location} }
+  }
+}
+`;
+  const file = path.join(directory, 'nginx.conf');
+  writeFileSync(file, config);
+  const child = spawn(nginxBinary(), ['-p', directory, '-c', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let errors = '';
+  child.stderr?.on('data', (chunk: Buffer) => (errors = (errors + chunk.toString()).slice(-4000)));
+  onCleanup(`stop nginx ${role} (pid ${child.pid})`, async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGQUIT');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`nginx (${role}) exited: ${errors}`);
+    try {
+      if ((await fetch(`${url}/`)).status < 500) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`nginx (${role}) did not answer on ${url}: ${errors}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { url, pid: child.pid! };
+}
+
+/** wrk's duration units to ms. */
+function toMs(value: string): number {
+  const match = /^([\d.]+)(us|ms|s|m)$/.exec(value.trim());
+  if (!match) return NaN;
+  const scale = { us: 0.001, ms: 1, s: 1000, m: 60_000 }[match[2] as 'us' | 'ms' | 's' | 'm'];
+  return Number(match[1]) * scale;
+}
+
+/** The numbers of one wrk report (`--latency`). */
+export function parseWrk(output: string): Omit<WrkRun, 'cpuUsPerRequest'> {
+  const requests = /(\d+) requests in ([\d.]+)(us|ms|s|m),/.exec(output);
+  if (!requests) throw new Error(`unreadable wrk output:\n${output}`);
+  const percentile = (label: string) => toMs(new RegExp(`^\\s*${label}%\\s+(\\S+)`, 'm').exec(output)?.[1] ?? '');
+  const max = toMs(/^\s*Latency\s+\S+\s+\S+\s+(\S+)/m.exec(output)?.[1] ?? '');
+  const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(output);
+  const durationS = toMs(`${requests[2]}${requests[3]}`) / 1000;
+  const round = (ms: number) => Math.round(ms * 1000) / 1000;
+  return {
+    requests: Number(requests[1]),
+    durationS,
+    rps: Math.round((Number(requests[1]) / durationS) * 10) / 10,
+    latencyMs: { p50: round(percentile('50')), p99: round(percentile('99')), max: round(max) },
+    non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(output)?.[1] ?? 0),
+    socketErrors: socket ? socket.slice(1).reduce((sum, count) => sum + Number(count), 0) : 0,
+  };
+}
+
+function wrk(url: string, headers: Record<string, string>, threads: number, connections: number, durationS: number): Promise<string> {
+  const args = [`-t${threads}`, `-c${connections}`, `-d${durationS}s`, '--latency', ...Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]), url];
+  return new Promise((resolve, reject) => {
+    const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(output) : reject(new Error(`wrk exited ${code}: ${output}`))));
+  });
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
+
+export interface IngressContext {
+  /** The service under test: its URL, processes, and a project token that the `ingress` service's policy allows. */
+  serviceUrl: string;
+  servicePids: number[];
+  token: string;
+  projectId: string;
+  /** Registers the `ingress` service's internal endpoint at this URL (the nginx upstream). */
+  register(upstreamUrl: string): Promise<void>;
+  log(message: string): void;
+}
+
+/**
+ * Runs the comparison. The gateway's service type is `ingress`; its policy file must allow the
+ * token's GET on /v1/{project_id}/things (bench/run.ts writes it).
+ */
+export async function runIngressBench(context: IngressContext, options: { threads: number; connections: number; durationS: number; rounds: number; pacedShare: number; paced: LoadSettings }): Promise<IngressResult> {
+  const tools = ingressTools();
+  if ('missing' in tools) throw new Error(`the ingress comparison needs ${tools.missing.join(' and ')} (apt-get install ${tools.missing.join(' ')})`);
+  const upstream = await startNginx('upstream');
+  const nginx = await startNginx('proxy', Number(new URL(upstream.url).port));
+  const bare = await startHelper('bare-proxy.ts', [upstream.url]);
+  await context.register(upstream.url);
+  context.log(`ingress: nginx upstream ${upstream.url} (pid ${upstream.pid}), nginx proxy ${nginx.url} (pid ${nginx.pid}), bare proxy ${bare.url} (pid ${bare.pid})`);
+
+  const thingsPath = `/v1/${context.projectId}/things`;
+  // The same request (path and token header) everywhere, so the bytes on the wire match.
+  const headers = { 'X-Auth-Token': context.token };
+  const targets: Record<IngressTarget, { url: string; pids: number[] }> = {
+    direct: { url: `${upstream.url}${thingsPath}`, pids: [upstream.pid] },
+    nginx: { url: `${nginx.url}${thingsPath}`, pids: [nginx.pid] },
+    'bare-proxy': { url: `${bare.url}${thingsPath}`, pids: [bare.pid] },
+    gateway: { url: `${context.serviceUrl}/ingress${thingsPath}`, pids: context.servicePids },
+  };
+  for (const [name, target] of Object.entries(targets)) {
+    const response = await fetch(target.url, { headers });
+    const text = await response.text();
+    if (response.status !== 200) throw new Error(`ingress preflight ${name}: HTTP ${response.status} ${text.slice(0, 300)}`);
+  }
+
+  const order: IngressTarget[] = ['direct', 'nginx', 'bare-proxy', 'gateway'];
+  const rounds = Object.fromEntries(order.map((name) => [name, [] as WrkRun[]])) as Record<IngressTarget, WrkRun[]>;
+  const allPids = [upstream.pid, nginx.pid, bare.pid, ...context.servicePids];
+  // Warm-up: JIT, caches and connection pools, one short run each, not counted.
+  for (const name of order) await wrk(targets[name].url, headers, options.threads, options.connections, 2);
+  for (let round = 1; round <= options.rounds; round++) {
+    for (const name of order) {
+      await settle(allPids);
+      const before = cpuMs(targets[name].pids);
+      const report = parseWrk(await wrk(targets[name].url, headers, options.threads, options.connections, options.durationS));
+      await settle(allPids);
+      const cpu = cpuMs(targets[name].pids) - before;
+      const run: WrkRun = { ...report, cpuUsPerRequest: report.requests ? Math.round((cpu * 1000 * 10) / report.requests) / 10 : 0 };
+      rounds[name].push(run);
+      context.log(`ingress round ${round} ${name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request, p99 ${run.latencyMs.p99} ms${run.non2xx || run.socketErrors ? ` !!! ${run.non2xx} non-2xx, ${run.socketErrors} socket errors` : ''}`);
+    }
+  }
+  const medians = Object.fromEntries(order.map((name) => [name, { cpu: median(rounds[name].map((run) => run.cpuUsPerRequest)), rps: median(rounds[name].map((run) => run.rps)) }])) as Record<IngressTarget, { cpu: number; rps: number }>;
+  const ratio = (value: number, of: number) => (of ? Math.round((value / of) * 100) / 100 : null);
+  const summary = Object.fromEntries(
+    order.map((name) => [
+      name,
+      {
+        cpuUsPerRequest: medians[name].cpu,
+        rps: medians[name].rps,
+        cpuVsNginx: name === 'direct' ? null : ratio(medians[name].cpu, medians.nginx.cpu),
+        rpsVsNginx: name === 'direct' ? null : ratio(medians[name].rps, medians.nginx.rps),
+      },
+    ]),
+  ) as IngressResult['summary'];
+
+  const result: IngressResult = {
+    settings: { threads: options.threads, connections: options.connections, durationS: options.durationS, rounds: options.rounds, pacedShare: options.pacedShare, pacedDurationS: options.paced.duration },
+    tools,
+    rounds,
+    summary,
+  };
+  if (options.pacedShare > 0) {
+    const rate = Math.max(1, Math.round(medians.gateway.rps * options.pacedShare));
+    const paced: NonNullable<IngressResult['paced']> = { rate, results: {} };
+    for (const name of ['direct', 'nginx', 'gateway'] as const) {
+      const scenario: Scenario = {
+        name: name === 'gateway' ? 'gateway' : name === 'nginx' ? 'bare-proxy' : 'upstream-direct',
+        measures: `${name}, paced at ${rate} req/s (open loop, latency from the scheduled time)`,
+        method: 'GET',
+        url: targets[name].url,
+        headers: { 'x-auth-token': context.token },
+        processes: name === 'gateway' ? { service: targets.gateway.pids } : { proxy: targets[name].pids },
+      };
+      context.log(`ingress paced ${name}: ${options.paced.duration} s at ${rate} req/s`);
+      paced.results[name] = { ...(await runPacedScenario(scenario, options.paced, rate)), name: `${name} @ ${Math.round(options.pacedShare * 100)} % of the gateway's top rate` };
+    }
+    const gateway = paced.results.gateway;
+    const direct = paced.results.direct;
+    if (gateway && direct) paced.gatewayAddedP99Ms = Math.round((gateway.latencyMs.p99 - direct.latencyMs.p99) * 100) / 100;
+    result.paced = paced;
+  }
+  return result;
+}
+
+/** The console table of a comparison. */
+export function ingressTable(result: IngressResult): string {
+  const { settings, summary, rounds } = result;
+  const lines = [
+    `ingress: wrk -t${settings.threads} -c${settings.connections}, ${settings.durationS} s × ${settings.rounds} rounds per target (medians; ranges over the rounds); ${result.tools.nginx}`,
+    '',
+    `${'target'.padEnd(12)}  ${'CPU µs/req'.padStart(10)}  ${'range'.padStart(13)}  ${'× nginx'.padStart(7)}  ${'req/s'.padStart(9)}  ${'range'.padStart(15)}  ${'÷ nginx'.padStart(7)}`,
+  ];
+  for (const name of Object.keys(summary) as IngressTarget[]) {
+    const cpu = rounds[name].map((run) => run.cpuUsPerRequest);
+    const rps = rounds[name].map((run) => run.rps);
+    const row = summary[name];
+    lines.push(
+      `${name.padEnd(12)}  ${row.cpuUsPerRequest.toFixed(1).padStart(10)}  ${`${Math.min(...cpu).toFixed(1)}–${Math.max(...cpu).toFixed(1)}`.padStart(13)}  ${(row.cpuVsNginx === null ? '-' : `${row.cpuVsNginx.toFixed(2)}×`).padStart(7)}  ${Math.round(row.rps).toLocaleString('en-US').padStart(9)}  ${`${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))}`.padStart(15)}  ${(row.rpsVsNginx === null ? '-' : `${Math.round(row.rpsVsNginx * 100)} %`).padStart(7)}`,
+    );
+  }
+  if (result.paced) {
+    lines.push('', `paced (open loop, ${settings.pacedDurationS} s at ${result.paced.rate} req/s = ${Math.round(settings.pacedShare * 100)} % of the gateway's median top rate):`, '');
+    lines.push(`${'target'.padEnd(12)}  ${'p50 ms'.padStart(8)}  ${'p99 ms'.padStart(8)}  ${'max ms'.padStart(8)}  ${'non-2xx'.padStart(7)}  ${'errors'.padStart(6)}`);
+    for (const [name, paced] of Object.entries(result.paced.results)) {
+      if (!paced) continue;
+      lines.push(`${name.padEnd(12)}  ${paced.latencyMs.p50.toFixed(2).padStart(8)}  ${paced.latencyMs.p99.toFixed(2).padStart(8)}  ${paced.latencyMs.max.toFixed(2).padStart(8)}  ${String(paced.non2xx).padStart(7)}  ${String(paced.errors).padStart(6)}`);
+    }
+    if (result.paced.gatewayAddedP99Ms !== undefined) lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms`);
+  }
+  return lines.join('\n');
+}
+
+/** Whether any wrk round or paced run saw an error or a non-2xx answer. */
+export function ingressFailed(result: IngressResult): boolean {
+  const wrkFailed = Object.values(result.rounds).some((runs) => runs.some((run) => run.non2xx > 0 || run.socketErrors > 0 || run.requests === 0));
+  const pacedFailed = Object.values(result.paced?.results ?? {}).some((paced) => paced && (paced.non2xx > 0 || paced.errors > 0 || paced.requests === 0));
+  return wrkFailed || pacedFailed;
+}
