@@ -17,10 +17,13 @@ function median(values: number[]): number {
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
-function quartiles(values: number[]): string {
+function quantile(values: number[], fraction: number): number {
   const sorted = [...values].sort((a, b) => a - b);
-  const at = (fraction: number) => sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))]!.toFixed(1);
-  return `p25 ${at(0.25)} ms, median ${median(values).toFixed(1)} ms, p75 ${at(0.75)} ms`;
+  return sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))]!;
+}
+
+function quartiles(values: number[]): string {
+  return `p25 ${quantile(values, 0.25).toFixed(1)} ms, median ${median(values).toFixed(1)} ms, p75 ${quantile(values, 0.75).toFixed(1)} ms`;
 }
 
 t.test('unknown user, wrong password, disabled user and locked user are indistinguishable', async (t) => {
@@ -107,6 +110,10 @@ t.test('unknown user, wrong password, disabled user and locked user are indistin
     t.comment(`${kind}: ${quartiles(times[kind])}`);
     t.ok(medians[index]! >= 0.6 * bcrypt, `${kind} pays for a hash verification (median ${medians[index]!.toFixed(1)} ms)`);
   }
-  const ratio = Math.max(...medians) / Math.min(...medians);
-  t.ok(ratio < 1.5, `medians within a factor of 1.5 of each other (${ratio.toFixed(2)})`);
+  // Load on a shared machine only ever adds time, so the lower quartile is what a kind costs at least;
+  // a kind that skipped the hash would be ~10× below the others (a few ms against ~50 at cost 8),
+  // while the medians of an honest run on a loaded 2-core machine were seen 1.51× apart.
+  const lowerQuartiles = names.map((kind) => quantile(times[kind], 0.25));
+  const ratio = Math.max(...lowerQuartiles) / Math.min(...lowerQuartiles);
+  t.ok(ratio < 2, `lower quartiles within a factor of 2 of each other (${ratio.toFixed(2)})`);
 });
