@@ -18,6 +18,7 @@ import { Revocations } from './events/revocation.ts';
 import type { App, IdentityApi } from './http/context.ts';
 import { Gateway } from './gateway/gateway.ts';
 import { InternalEndpoints } from './catalog/internal-endpoints.ts';
+import { GatewayCatalog } from './catalog/client-catalog.ts';
 import { clientAddressResolver } from './http/client-address.ts';
 import { handleFrameworkError } from './http/errors.ts';
 import { errorEnvelope } from './support/errors.ts';
@@ -311,9 +312,14 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     startedParts.push(() => shadowPolicy?.stop());
     const { kept, keyPrefix, ttlSeconds } = config.gatewayDecisions;
     const decisions = kept > 0 ? new DecisionStore({ kept, clock, redis: redis ? { client: redis, keyPrefix, ttlSeconds, log } : undefined }) : undefined;
+    const internalEndpoints = new InternalEndpoints(catalog, { region: config.gatewayRegion, generation: catalogGeneration, servingLastKnown: () => sync.servingLastKnown });
+    // What clients are told: the gateway's view (its public URL for what it serves), or the registered catalog.
+    const clientCatalog = config.gatewayPublicCatalog
+      ? new GatewayCatalog(catalog, internalEndpoints, { publicUrl: config.publicUrl, region: config.gatewayRegion, policy: () => policy })
+      : catalog;
     const activeGateway = new Gateway(
       tokens,
-      new InternalEndpoints(catalog, { region: config.gatewayRegion, generation: catalogGeneration, servingLastKnown: () => sync.servingLastKnown }),
+      internalEndpoints,
       { current: () => policy, shadow: shadowPolicy?.current },
       catalog,
       {
@@ -371,6 +377,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       assignments,
       applicationCredentials,
       catalog,
+      clientCatalog,
       tokens,
       tokenProvider,
       revocations,

@@ -56,6 +56,8 @@ export interface Config {
   metricsAllowedNetworks: string[];
   serviceTokenRoles: string[];
   gatewayServiceCatalogHeader: boolean;
+  /** GATEWAY_PUBLIC_CATALOG: clients' catalogs send them through the gateway (false: the registered catalog, as Keystone serves it). */
+  gatewayPublicCatalog: boolean;
   policyDirectory: string;
   identityPolicyDirectory: string;
   /** POLICY_SHADOW_DIR: a second gateway policy, decided for every proxied request but never enforced (undefined: none). */
@@ -319,6 +321,7 @@ export function loadConfig(env: Environment = process.env): Config {
     metricsAllowedNetworks: networks(env, 'METRICS_ALLOWED_NETWORKS', '127.0.0.0/8,::1'),
     serviceTokenRoles: (env.SERVICE_TOKEN_ROLES || 'service').split(',').map((role) => role.trim()).filter(Boolean),
     gatewayServiceCatalogHeader: booleanSetting(env, 'GATEWAY_SERVICE_CATALOG_HEADER', false),
+    gatewayPublicCatalog: booleanSetting(env, 'GATEWAY_PUBLIC_CATALOG', true),
     policyDirectory: path.resolve(env.POLICY_DIR || path.join(projectRoot, 'policies')),
     identityPolicyDirectory: path.resolve(env.IDENTITY_POLICY_DIR || path.join(projectRoot, 'policies', 'identity')),
     policyShadowDirectory: shadowDirectory(env),

@@ -43,6 +43,8 @@ t.test('gateway settings from the environment', async (t) => {
   });
   t.match(config, { gatewayRegion: 'RegionTwo', serviceTokenRoles: ['service', 'nova-service'], gatewayServiceCatalogHeader: true, policyDirectory: '/etc/kg/policies', maxHeaderBytes: 32_768 });
   t.equal(loadConfig({ GATEWAY_SERVICE_CATALOG_HEADER: 'off' }).gatewayServiceCatalogHeader, false);
+  t.equal(loadConfig({}).gatewayPublicCatalog, true, 'clients are sent through the gateway unless told otherwise');
+  t.equal(loadConfig({ GATEWAY_PUBLIC_CATALOG: 'false' }).gatewayPublicCatalog, false);
 });
 
 t.test('values from the environment', async (t) => {
@@ -73,6 +75,7 @@ t.test('bad values stop the start with the variable named', async (t) => {
     { FERNET_MAX_ACTIVE_KEYS: '0' },
     { LOG_LEVEL: 'loud' },
     { GATEWAY_SERVICE_CATALOG_HEADER: 'maybe' },
+    { GATEWAY_PUBLIC_CATALOG: 'sometimes' },
     { MAX_HEADER_BYTES: '10' },
     { UPSTREAM_RESPONSE_TIMEOUT_MS: '0' },
   ];

@@ -360,7 +360,9 @@ interface EnabledRows {
   stale?: boolean;
 }
 
-const TEMPLATE = /\$\((\w+)\)s/g;
+// Keystone fills both spellings: it turns $( into %( and applies Python's %-formatting, so a
+// Nova endpoint registered as http://nova:8774/v2.1/%(tenant_id)s carries the project id too.
+const TEMPLATE = /[$%]\((\w+)\)s/g;
 
 /** The catalog of these rows for these substitutions (shared when cached: read-only). */
 function buildCatalog({ services, endpoints }: EnabledRows, substitutions: CatalogSubstitutions): CatalogEntry[] {
@@ -375,10 +377,10 @@ function buildCatalog({ services, endpoints }: EnabledRows, substitutions: Catal
   return services.map((service) => ({ service, endpoints: byService.get(service.id) ?? [] }));
 }
 
-/** Fills $(project_id)s, $(tenant_id)s and $(user_id)s; undefined when a needed value is missing. */
+/** Fills $(project_id)s, $(tenant_id)s and $(user_id)s (or %(…)s); undefined when a needed value is missing. */
 export function substitute(url: string, substitutions: CatalogSubstitutions): string | undefined {
   let missing = false;
-  const resolved = url.replace(/\$\((\w+)\)s/g, (template, name: string) => {
+  const resolved = url.replace(TEMPLATE, (template, name: string) => {
     const value = name === 'project_id' || name === 'tenant_id' ? substitutions.projectId : name === 'user_id' ? substitutions.userId : undefined;
     if (value === undefined) {
       missing = true;

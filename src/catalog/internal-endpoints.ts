@@ -47,6 +47,19 @@ export class InternalEndpoints {
     return this.reloadAndResolve(generation, serviceType);
   }
 
+  /**
+   * The whole table, service type → internal endpoint, read as resolve() reads it (the client
+   * catalog asks which types the gateway serves). A new Map after each read.
+   */
+  endpoints(): ReadonlyMap<string, InternalEndpoint> | Promise<ReadonlyMap<string, InternalEndpoint>> {
+    const generation = this.options.generation();
+    if (this.table && (this.tableGeneration === generation || this.options.servingLastKnown?.())) return this.table;
+    return this.reload(generation).catch((error: unknown) => {
+      if (this.table && isDatabaseUnreachable(error)) return this.table;
+      throw error;
+    });
+  }
+
   /** True when the last table read has `serviceType` (no load: for labelling metrics of any request). */
   known(serviceType: string): boolean {
     return this.table?.has(serviceType) ?? false;
@@ -71,7 +84,7 @@ export class InternalEndpoints {
     const [services, endpoints] = await Promise.all([this.catalog.listServices({}), this.catalog.listEndpoints({ interface: 'internal' })]);
     const enabledTypes = new Map(services.filter((service) => service.enabled).map((service) => [service.id, service.type]));
     const chosen = new Map<string, Endpoint>();
-    const rank = (endpoint: Endpoint) => ((endpoint.regionId ?? null) === this.options.region ? 0 : endpoint.regionId ? 2 : 1);
+    const rank = (endpoint: Endpoint) => regionRank(endpoint.regionId, this.options.region);
     for (const endpoint of endpoints) {
       const type = enabledTypes.get(endpoint.serviceId);
       if (!type || !endpoint.enabled || rank(endpoint) === 2) continue;
@@ -87,6 +100,14 @@ export class InternalEndpoints {
     this.tableGeneration = generation;
     return table;
   }
+}
+
+/**
+ * How near an endpoint's region is to the gateway's: 0 in its region, 1 registered without a
+ * region, 2 another region (never used by this gateway).
+ */
+export function regionRank(regionId: string | null | undefined, gatewayRegion: string): 0 | 1 | 2 {
+  return (regionId ?? null) === gatewayRegion ? 0 : regionId ? 2 : 1;
 }
 
 /** Splits an endpoint URL once; an unusable URL (not http/https) leaves the service unrouted. */

@@ -130,6 +130,11 @@ export class GatewayPolicy {
     return policy;
   }
 
+  /** Whether a policy file for `serviceType` was loaded (the gateway serves the type only then). */
+  hasService(serviceType: string): boolean {
+    return this.byService.has(serviceType);
+  }
+
   services(): string[] {
     return [...this.byService.keys()].sort();
   }

@@ -1,4 +1,5 @@
-import type { CatalogEntry, CatalogService } from '../catalog/catalog-service.ts';
+import type { CatalogEntry } from '../catalog/catalog-service.ts';
+import type { ClientCatalog } from '../catalog/client-catalog.ts';
 import type { AuditInitiator, AuditTrail } from '../events/audit.ts';
 import { auditAuthenticationFailure } from './authentication-audit.ts';
 import type { LoginThrottle } from './login-throttle.ts';
@@ -10,7 +11,8 @@ export interface TokenIssueServices {
   tokens: Pick<TokenService, 'authenticate'>;
   loginThrottle: Pick<LoginThrottle, 'beginLogin'>;
   audit: Pick<AuditTrail, 'authenticate'>;
-  catalog: Pick<CatalogService, 'catalog'>;
+  /** The catalog clients receive (the gateway's view unless GATEWAY_PUBLIC_CATALOG=false). */
+  clientCatalog: ClientCatalog;
 }
 
 export interface TokenIssue {
@@ -45,11 +47,11 @@ export async function issueToken(services: TokenIssueServices, issue: TokenIssue
     throw error;
   }
   services.audit.authenticate('success', { ...initiator, userId: token.user.id, userName: token.user.name });
-  return { token, catalog: issue.withCatalog ? await catalogFor(services.catalog, token) : undefined };
+  return { token, catalog: issue.withCatalog ? await catalogFor(services.clientCatalog, token) : undefined };
 }
 
 /** The catalog for a token: only scoped tokens carry one. */
-export async function catalogFor(catalog: Pick<CatalogService, 'catalog'>, token: TokenContext): Promise<CatalogEntry[] | undefined> {
+export async function catalogFor(catalog: ClientCatalog, token: TokenContext): Promise<CatalogEntry[] | undefined> {
   if (token.scope.type === 'unscoped') return undefined;
   return catalog.catalog({ projectId: token.scope.type === 'project' ? token.scope.project.id : undefined, userId: token.user.id });
 }

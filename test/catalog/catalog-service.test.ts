@@ -139,4 +139,8 @@ t.test('URL templates', async (t) => {
   t.equal(substitute('https://x/$(project_id)s', {}), undefined);
   t.equal(substitute('https://x/$(unknown)s', { projectId: 'p' }), undefined, 'an unknown template cannot be filled');
   t.equal(substitute('https://x/plain', {}), 'https://x/plain');
+  // Keystone applies Python's %-formatting after turning $( into %(: both spellings are filled.
+  t.equal(substitute('http://nova:8774/v2.1/%(tenant_id)s', { projectId: 'p' }), 'http://nova:8774/v2.1/p');
+  t.equal(substitute('https://x/%(project_id)s/%(user_id)s', { projectId: 'p', userId: 'u' }), 'https://x/p/u');
+  t.equal(substitute('https://x/%(project_id)s', {}), undefined);
 });

@@ -52,7 +52,7 @@ function fakes(options: { authenticate?: (request: TokenRequest) => Promise<Toke
       },
     },
     audit: { authenticate: (outcome, initiator, reason) => void audited.push({ outcome, initiator, reason }) },
-    catalog: {
+    clientCatalog: {
       catalog: async (substitutions) => {
         calls.push(`catalog ${substitutions.projectId ?? '-'} ${substitutions.userId ?? '-'}`);
         return CATALOG;

@@ -48,7 +48,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
     }
     const action = request.method === 'HEAD' ? 'identity:check_token' : 'identity:validate_token';
     authorize(api, request, action, { token: { userId: token.user.id } });
-    const catalog = request.query.nocatalog === undefined ? await catalogFor(api.catalog, token) : undefined;
+    const catalog = request.query.nocatalog === undefined ? await catalogFor(api.clientCatalog, token) : undefined;
     reply.header('X-Subject-Token', subject);
     return { token: renderToken(token, catalog) };
   });
@@ -65,7 +65,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
   app.get('/v3/auth/catalog', { schema: { response: { 200: CatalogBody } } }, async (request) => {
     const auth = authorize(api, request, 'identity:get_auth_catalog');
     if (auth.scope.type !== 'project') throw ForbiddenError.action();
-    const catalog = await catalogFor(api.catalog, auth);
+    const catalog = await catalogFor(api.clientCatalog, auth);
     return { catalog: renderCatalog(catalog ?? []), links: { self: `${baseUrl(request)}/v3/auth/catalog` } };
   });
 
