@@ -108,7 +108,7 @@ t.test('projects: the hierarchy rules', async (t) => {
   // What never changes.
   await t.rejects(resources.updateProject(top.id, { id: 'other' }), { name: 'ValidationError', message: 'Cannot change ID' });
   await t.rejects(resources.updateProject(top.id, { domainId: other.id }), { name: 'ValidationError', message: 'Cannot change Domain ID' });
-  await t.rejects(resources.updateProject(top.id, { isDomain: true }), { name: 'ValidationError', message: 'Cannot change is_domain attribute of a project.' });
+  await t.rejects(resources.updateProject(top.id, { isDomain: true }), { name: 'ValidationError', message: 'Update of `is_domain` is not allowed.' });
   await t.rejects(resources.updateProject(child.id, { parentId: domain.id }), { name: 'ForbiddenError', message: 'Update of `parent_id` is not allowed.' });
   await t.rejects(resources.updateProject(child.id, { name: 'top' }), { name: 'ConflictError' }, 'renaming onto a sibling name');
   t.equal((await stored(child.id))?.name, 'child');
@@ -125,9 +125,12 @@ t.test('projects: the hierarchy rules', async (t) => {
 
 t.test('a project acting as a domain', async (t) => {
   const name = named('as-domain');
-  const created = await resources.createProject({ name, domainId: 'ignored', isDomain: true });
+  // As Keystone: only a root acts as a domain (the route passes no domain for one).
+  await t.rejects(resources.createProject({ name, domainId: 'default', isDomain: true }), { name: 'ValidationError', message: 'only root projects are allowed to act as domains.' });
+  const created = await resources.createProject({ name, domainId: '', isDomain: true });
   t.match(await stored(created.id), { isDomain: true, domainId: null, parentId: null });
-  await t.rejects(resources.deleteProject(created.id), { name: 'ValidationError', message: /Cannot delete an enabled project acting as a domain/ });
+  await t.rejects(resources.createProject({ name: named('under'), domainId: '', parentId: created.id, isDomain: true }), { name: 'ValidationError', message: 'only root projects are allowed to act as domains.' });
+  await t.rejects(resources.deleteProject(created.id), { name: 'ForbiddenError', message: 'Cannot delete a domain that is enabled, please disable it first.' });
   await resources.updateProject(created.id, { enabled: false });
   await resources.deleteProject(created.id);
   t.equal(await stored(created.id), null);
