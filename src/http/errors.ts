@@ -96,5 +96,7 @@ function schemaMessage(error: FastifyError): string {
     const name = params.additionalProperties ?? params.additionalProperty;
     return `Additional properties are not allowed ('${String(Array.isArray(name) ? name.join("', '") : name)}' was unexpected)`;
   }
+  // Update bodies need one property (minProperties 1): the failing instance is always {}.
+  if (first.keyword === 'minProperties') return '{} does not have enough properties';
   return `Invalid input for field '${field}': ${first.message ?? 'is not valid'}`;
 }
