@@ -55,9 +55,13 @@ export class PolicyStoreRepository {
     return (await em.count(PolicyAssociationEntity, { policyId, ...targetColumns(target) })) > 0;
   }
 
-  /** The target's association now names this policy (any other it had is replaced). */
+  /**
+   * The target's association now names this policy (any other it had is replaced). Writers of one
+   * target take turns (a transaction lock on the target), so the later one replaces the earlier's row.
+   */
   async associate(em: EntityManager, policyId: string, target: AssociationTarget): Promise<void> {
     const columns = targetColumns(target);
+    await em.execute('select pg_advisory_xact_lock(hashtext(?))', [`policy_association:${columns.endpointId ?? ''}:${columns.serviceId ?? ''}:${columns.regionId ?? ''}`]);
     await em.nativeDelete(PolicyAssociationEntity, columns);
     await em.insert(PolicyAssociationEntity, { policyId, ...columns });
   }

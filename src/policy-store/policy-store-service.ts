@@ -3,7 +3,7 @@ import { NotFoundError, ValidationError } from '../support/errors.ts';
 import { newId } from '../support/ids.ts';
 import type { EntityManager, Store } from '../store/database.ts';
 import type { Json, PolicyRow } from '../store/entities.ts';
-import type { StringMatch } from '../store/filters.ts';
+import { isForeignKeyViolation, isUniqueViolation, type StringMatch } from '../store/filters.ts';
 import { PolicyStoreRepository, type AssociationTarget } from './policy-store-repository.ts';
 
 export type Policy = PolicyRow;
@@ -77,11 +77,20 @@ export class PolicyStoreService {
   // ---- OS-ENDPOINT-POLICY ------------------------------------------------------------------
 
   /** PUT: the target now uses this policy (replacing the one it had, as Keystone does). */
-  associate(policyId: string, target: AssociationTarget): Promise<void> {
-    return this.store.transaction(async (em) => {
-      await this.checkExist(em, policyId, target);
-      await this.repository.associate(em, policyId, target);
-    });
+  async associate(policyId: string, target: AssociationTarget): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.store.transaction(async (em) => {
+          await this.checkExist(em, policyId, target);
+          await this.repository.associate(em, policyId, target);
+        });
+      } catch (error) {
+        // The policy or the target was deleted meanwhile (run again: its 404); a unique violation
+        // should not happen (writers of one target take turns) but would mean the same.
+        if (attempt < 3 && (isUniqueViolation(error) || isForeignKeyViolation(error))) continue;
+        throw error;
+      }
+    }
   }
 
   /** GET/HEAD: 404 unless the target's association names this policy. */

@@ -200,6 +200,18 @@ t.test('OS-ENDPOINT-POLICY: deleting a policy, endpoint, service or region remov
   t.equal(effective.json().error.message, `No policy is associated with endpoint ${other}.`);
 });
 
+t.test('OS-ENDPOINT-POLICY: concurrent associations of one target: every one answered, one kept', async (t) => {
+  const { call, app } = await startTestApp(t);
+  const service = (await call('POST', '/v3/services', { service: { type: 'compute' } })).json().service.id as string;
+  const policies: string[] = [];
+  for (let i = 0; i < 6; i++) policies.push((await call('POST', '/v3/policies', { policy: { blob: `p${i}`, type: 't' } })).json().policy.id);
+  const answers = await Promise.all(policies.map((policy) => call('PUT', `/v3/policies/${policy}/OS-ENDPOINT-POLICY/services/${service}`)));
+  t.same(answers.map((answer) => answer.statusCode), policies.map(() => 204));
+  const rows = await app.store.reader().find(PolicyAssociationEntity, { serviceId: service });
+  t.equal(rows.length, 1, 'one association per target');
+  t.ok(policies.includes(rows[0]!.policyId));
+});
+
 t.test('policies: who may', async (t) => {
   const { call, login } = await startTestApp(t);
   const user = (await call('POST', '/v3/users', { user: { name: 'plain', password: 'Secret-123' } })).json().user.id;
