@@ -86,7 +86,7 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     const a = await ask('create A', 'POST', '/v3/policies', { policy: { blob: '{"a": 1}', type: r('json'), owner: 'ops' } }, (body) => shape(body.policy), 'pA');
     const pA = a.body.policy.id as string;
     policies.push(pA);
-    const b = await ask('create B', 'POST', '/v3/policies', { policy: { blob: 'B', type: r('text') } }, (body) => shape(body.policy), 'pB');
+    const b = await ask('create B', 'POST', '/v3/policies', { policy: { blob: 'B', type: r('text'), id: 'mine', links: { self: 'x' }, extra: 'e' } }, (body) => shape(body.policy), 'pB');
     const pB = b.body.policy.id as string;
     policies.push(pB);
     await ask('get A', 'GET', `/v3/policies/${pA}`, undefined, (body) => shape(body.policy));
@@ -94,6 +94,10 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     await ask('list by type', 'GET', `/v3/policies?type=${r('text')}`, undefined, (body) => ({ ids: policyIds(body), links: plain(body.links) }));
     await ask('list by type prefix', 'GET', `/v3/policies?type__startswith=${prefix}`, undefined, policyIds);
     await ask('list by empty type', 'GET', '/v3/policies?type=', undefined, policyIds);
+    await ask('list by repeated type', 'GET', `/v3/policies?type=${r('text')}&type=${r('text')}`, undefined, policyIds);
+    await ask('list by two types', 'GET', `/v3/policies?type=${r('text')}&type=${r('json')}`, undefined, policyIds);
+    await ask('list by two type prefixes', 'GET', `/v3/policies?type__startswith=${prefix}&type__startswith=${r('t')}`, undefined, policyIds);
+    await ask('list by type and prefix', 'GET', `/v3/policies?type=${r('json')}&type__startswith=${r('t')}`, undefined, policyIds);
     await ask('update nothing', 'PATCH', `/v3/policies/${pA}`, { policy: {} });
     await ask('update without policy', 'PATCH', `/v3/policies/${pA}`, {});
     await ask('update type null', 'PATCH', `/v3/policies/${pA}`, { policy: { type: null } });
@@ -188,6 +192,10 @@ const KEYSTONE: Record<string, Seen> = {
   'list by type': { status: 200, said: { ids: ['pB'], links: { next: null, previous: null, self: '<base>/v3/policies?type=~-text' } } },
   'list by type prefix': { status: 200, said: ['pA', 'pB'] },
   'list by empty type': { status: 200, said: [] },
+  'list by repeated type': { status: 200, said: ['pB'] },
+  'list by two types': { status: 200, said: [] },
+  'list by two type prefixes': { status: 200, said: ['pB'] },
+  'list by type and prefix': { status: 200, said: [] },
   'update nothing': { status: 400, said: '{} does not have enough properties' },
   'update without policy': { status: 400, said: '{} does not have enough properties' },
   'update type null': invalid('type'),

@@ -25,6 +25,8 @@ t.test('policies: create, list with ?type, show, update, delete', async (t) => {
   t.equal(byType.json().links.self, `${PUBLIC_URL}/v3/policies?type=application/json`);
   t.same((await call('GET', '/v3/policies?type__startswith=text')).json().policies.map((p: { id: string }) => p.id), [other.id]);
   t.same((await call('GET', '/v3/policies?type=')).json().policies, [], 'an empty type matches nothing');
+  t.same((await call('GET', '/v3/policies?type=text/plain&type=text/plain')).json().policies.map((p: { id: string }) => p.id), [other.id], 'every value of a repeated filter must hold');
+  t.same((await call('GET', '/v3/policies?type=text/plain&type=application/json')).json().policies, []);
 
   const updated = await call('PATCH', `/v3/policies/${policy.id}`, { policy: { blob: 'new', level: 2, owner: null } });
   t.equal(updated.statusCode, 200);
