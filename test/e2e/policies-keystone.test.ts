@@ -83,6 +83,9 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     await ask('create type not a string', 'POST', '/v3/policies', { policy: { blob: 'x', type: 1 } });
     await ask('create type null', 'POST', '/v3/policies', { policy: { blob: 'x', type: null } });
     await ask('create type too long', 'POST', '/v3/policies', { policy: { blob: 'x', type: 'a'.repeat(256) } });
+    await ask('create policy a string', 'POST', '/v3/policies', { policy: 'x' });
+    await ask('create policy null', 'POST', '/v3/policies', { policy: null });
+    await ask('create policy a list', 'POST', '/v3/policies', { policy: [1, 'a', true] });
     const a = await ask('create A', 'POST', '/v3/policies', { policy: { blob: '{"a": 1}', type: r('json'), owner: 'ops' } }, (body) => shape(body.policy), 'pA');
     const pA = a.body.policy.id as string;
     policies.push(pA);
@@ -101,6 +104,7 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     await ask('update nothing', 'PATCH', `/v3/policies/${pA}`, { policy: {} });
     await ask('update without policy', 'PATCH', `/v3/policies/${pA}`, {});
     await ask('update type null', 'PATCH', `/v3/policies/${pA}`, { policy: { type: null } });
+    await ask('update policy a string', 'PATCH', `/v3/policies/${pA}`, { policy: "it's" });
     await ask('update id', 'PATCH', `/v3/policies/${pA}`, { policy: { id: 'other' } });
     await ask('update id of unknown', 'PATCH', `/v3/policies/${r('nope')}`, { policy: { id: 'other' } });
     await ask('update unknown', 'PATCH', `/v3/policies/${r('nope')}`, { policy: { blob: 'x' } });
@@ -185,6 +189,9 @@ const KEYSTONE: Record<string, Seen> = {
   'create type not a string': invalid('type'),
   'create type null': invalid('type'),
   'create type too long': invalid('type'),
+  'create policy a string': { status: 400, said: "'x' is not of type 'object'" },
+  'create policy null': { status: 400, said: "None is not of type 'object'" },
+  'create policy a list': { status: 400, said: "[1, 'a', True] is not of type 'object'" },
   'create A': { status: 201, said: policyA({ owner: 'ops' }) },
   'create B': { status: 201, said: { blob: 'B', id: 'pB', links: { self: '<base>/v3/policies/pB' }, type: '~-text' } },
   'get A': { status: 200, said: policyA({ owner: 'ops' }) },
@@ -199,6 +206,7 @@ const KEYSTONE: Record<string, Seen> = {
   'update nothing': { status: 400, said: '{} does not have enough properties' },
   'update without policy': { status: 400, said: '{} does not have enough properties' },
   'update type null': invalid('type'),
+  'update policy a string': { status: 400, said: `"it's" is not of type 'object'` },
   'update id': { status: 400, said: 'Cannot change policy ID' },
   'update id of unknown': { status: 400, said: 'Cannot change policy ID' },
   'update unknown': notFound('policy', '~-nope'),
