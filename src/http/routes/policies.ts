@@ -1,10 +1,9 @@
 import type { TObject } from 'typebox';
 import { ValidationError } from '../../support/errors.ts';
 import type { AssociationTarget } from '../../policy-store/policy-store-service.ts';
-import type { StringMatch } from '../../store/filters.ts';
 import { authorize, extraAttributes, noContent, type App, type IdentityApi, type Request } from '../context.ts';
 import { collectionLinks } from '../links.ts';
-import { matchParameters, querySchema, type QueryValue } from '../query.ts';
+import { everyStringMatch, matchParameters, querySchema } from '../query.ts';
 import { renderPolicy, renderPolicyEndpoint } from '../render.ts';
 import { params, PolicyCreate, PolicyEndpointEntity, PolicyEntity, PolicyUpdate, many, one } from '../schemas.ts';
 
@@ -19,28 +18,13 @@ const EndpointParams = params('endpoint_id');
 const POLICY_FIELDS = ['id', 'type', 'blob', 'links', 'extra'] as const;
 const OS_EP = '/v3/policies/:policy_id/OS-ENDPOINT-POLICY';
 
-const TYPE_OPERATORS = ['contains', 'startswith', 'endswith', 'icontains', 'istartswith', 'iendswith'] as const;
-
-/**
- * `type` and `type__<operator>` as conditions that must all hold. Unlike the other lists, every value
- * of a repeated parameter counts (Keystone 22 answers `?type=a&type=b` with nothing, `?type=a&type=a`
- * with the policies of type a).
- */
-function typeMatches(query: Record<string, QueryValue | undefined>): StringMatch[] {
-  const matches: StringMatch[] = [];
-  for (const operator of ['equals', ...TYPE_OPERATORS] as const) {
-    const value = query[operator === 'equals' ? 'type' : `type__${operator}`];
-    for (const each of value === undefined ? [] : Array.isArray(value) ? value : [value]) matches.push({ operator, value: each });
-  }
-  return matches;
-}
-
 /** Keystone's policy store (/v3/policies) and the OS-ENDPOINT-POLICY extension. */
 export function registerPolicyRoutes(app: App, api: IdentityApi): void {
   // ---- policies ------------------------------------------------------------------------------
   app.get('/v3/policies', { schema: { querystring: PolicyListQuery, response: { 200: many('policies', PolicyEntity) } } }, async (request) => {
     authorize(api, request, 'identity:list_policies');
-    const policies = await api.policies.listPolicies(typeMatches(request.query));
+    // Every value of a repeated filter counts, as in Keystone 22 (not the last, as for other lists).
+    const policies = await api.policies.listPolicies(everyStringMatch(request.query, 'type'));
     return { policies: policies.map((policy) => renderPolicy(request, policy)), links: collectionLinks(request) };
   });
 
