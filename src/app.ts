@@ -6,6 +6,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from 'pino';
 import { AssignmentService } from './assignment/assignment-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
+import { PolicyStoreService } from './policy-store/policy-store-service.ts';
 import { systemClock, type Clock } from './support/clock.ts';
 import type { Config } from './config.ts';
 import { Redis } from 'ioredis';
@@ -378,6 +379,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       applicationCredentials,
       catalog,
       clientCatalog,
+      policies: new PolicyStoreService(store, catalog),
       tokens,
       tokenProvider,
       revocations,

@@ -65,6 +65,10 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   region: { write: ['catalog'] },
   service: { write: ['catalog'] },
   endpoint: { write: ['catalog'] },
+  // Policy blobs and their endpoint associations (/v3/policies) are stored and handed out, never
+  // enforced here and held by no cache: their writes change no topic.
+  policy: { write: [] },
+  policy_association: { write: [] },
   revocation_event: { write: ['revocation'] },
   // UUID tokens are rows: deleting one revokes it.
   token: { write: ['revocation'] },

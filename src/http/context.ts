@@ -15,6 +15,7 @@ import type { IdentityAuthorizer } from '../policy/identity-authorizer.ts';
 import type { IdentityTarget } from '../policy/identity-policy.ts';
 import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-service.ts';
 import type { ServiceMetrics } from '../metrics/service-metrics.ts';
+import type { PolicyStoreService } from '../policy-store/policy-store-service.ts';
 import type { LoginThrottle } from '../token/login-throttle.ts';
 import type { TokenProvider } from '../token/token-provider.ts';
 import type { ClientAddressResolver } from './client-address.ts';
@@ -41,6 +42,8 @@ export interface IdentityApi {
   catalog: CatalogService;
   /** The catalog token bodies and GET /v3/auth/catalog show: the gateway's view, or the registered one. */
   clientCatalog: ClientCatalog;
+  /** Keystone's policy blobs (/v3/policies) and their endpoint associations. */
+  policies: PolicyStoreService;
   tokens: TokenService;
   tokenProvider: TokenProvider;
   revocations: Revocations;

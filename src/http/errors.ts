@@ -41,7 +41,7 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
-    return sendError(request, reply, 400, schemaMessage(fastifyError));
+    return sendError(request, reply, 400, schemaMessage(fastifyError, request.body));
   }
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
@@ -82,10 +82,16 @@ export function handleFrameworkError(error: FastifyError, request: FastifyReques
 }
 
 /** Like Keystone's jsonschema text: "Invalid input for field 'enabled': must be boolean". */
-function schemaMessage(error: FastifyError): string {
+function schemaMessage(error: FastifyError, body: unknown): string {
   const first = error.validation?.[0];
   if (!first) return error.message;
   const params = first.params as Record<string, unknown>;
+  // The entity itself is not an object ({"policy": "x"}): Keystone validates the entity, whose own
+  // type error names no field.
+  const entity = /^\/([A-Za-z_]+)$/.exec(first.instancePath)?.[1];
+  if (first.keyword === 'type' && params.type === 'object' && error.validationContext === 'body' && entity && body && typeof body === 'object') {
+    return `${pythonRepr((body as Record<string, unknown>)[entity])} is not of type 'object'`;
+  }
   const missing = params.requiredProperties ?? params.missingProperty;
   const field = first.instancePath.replace(/^\//, '').split('/').pop() || error.validationContext || 'body';
   if (first.keyword === 'required' && missing) {
@@ -96,5 +102,17 @@ function schemaMessage(error: FastifyError): string {
     const name = params.additionalProperties ?? params.additionalProperty;
     return `Additional properties are not allowed ('${String(Array.isArray(name) ? name.join("', '") : name)}' was unexpected)`;
   }
+  // Update bodies need one property (minProperties 1): the failing instance is always {}.
+  if (first.keyword === 'minProperties') return '{} does not have enough properties';
   return `Invalid input for field '${field}': ${first.message ?? 'is not valid'}`;
+}
+
+/** A JSON value as Python prints it (jsonschema's messages quote the instance so). */
+function pythonRepr(value: unknown): string {
+  if (value === null || value === undefined) return 'None';
+  if (value === true) return 'True';
+  if (value === false) return 'False';
+  if (typeof value === 'string') return value.includes("'") && !value.includes('"') ? `"${value}"` : `'${value.replaceAll("'", "\\'")}'`;
+  if (Array.isArray(value)) return `[${value.map(pythonRepr).join(', ')}]`;
+  return String(value);
 }

@@ -65,6 +65,20 @@ export function stringMatches<A extends string>(query: { readonly [P in MatchPar
   return matches;
 }
 
+/**
+ * Like stringMatches, but every value of a repeated parameter is a condition of its own, all of which
+ * must hold (Keystone 22's policy list: `?type=a&type=b` matches nothing, `?type=a&type=a` type a).
+ */
+export function everyStringMatch<A extends string>(query: { readonly [P in MatchParameters<A>]?: QueryValue }, attribute: A): StringMatch[] {
+  const matches: StringMatch[] = [];
+  const add = (operator: StringMatchOperator, value: QueryValue | undefined) => {
+    for (const each of value === undefined ? [] : Array.isArray(value) ? value : [value]) matches.push({ operator, value: each });
+  };
+  add('equals', query[attribute]);
+  for (const operator of OPERATORS) add(operator, query[`${attribute}__${operator}`]);
+  return matches;
+}
+
 /** Comma-separated list parameter (project tag filters). */
 export function listParameter(value: QueryValue | undefined): string[] | undefined {
   const text = stringParameter(value);

@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { AssignmentEntry, Role } from '../assignment/assignment-service.ts';
 import type { CatalogEntry, Endpoint, Region, Service } from '../catalog/catalog-service.ts';
 import type { Group, User } from '../identity/identity-service.ts';
+import type { Policy } from '../policy-store/policy-store-service.ts';
 import type { ProjectRow, Json } from '../store/entities.ts';
 import type { Static } from 'typebox';
 import type { RevocationEvent } from '../events/revocation.ts';
@@ -128,6 +129,23 @@ export function renderEndpoint(request: FastifyRequest, endpoint: Endpoint) {
     enabled: endpoint.enabled,
     links: selfLink(request, 'endpoints', endpoint.id),
   };
+}
+
+/** A policy blob; `collection` is where its self link points (Keystone's effective-policy answer says endpoints). */
+export function renderPolicy(request: FastifyRequest, policy: Policy, collection: 'policies' | 'endpoints' = 'policies') {
+  return {
+    ...policy.extra,
+    id: policy.id,
+    type: policy.type,
+    blob: policy.blob,
+    links: selfLink(request, collection, policy.id),
+  };
+}
+
+/** An endpoint as OS-ENDPOINT-POLICY lists it: without the legacy `region` attribute. */
+export function renderPolicyEndpoint(request: FastifyRequest, endpoint: Endpoint) {
+  const { region: _region, ...rest } = renderEndpoint(request, endpoint);
+  return rest;
 }
 
 /**

@@ -329,6 +329,17 @@ export const AuthBody = Type.Object(
   open,
 );
 
+// Keystone's policy schema: blob and type strings (type at most 255), anything else kept as extra.
+const PolicyType = Type.String({ maxLength: 255 });
+export const PolicyCreate = Type.Object(
+  { policy: Type.Optional(Type.Object({ blob: Type.String(), type: PolicyType }, open)) },
+  open,
+);
+export const PolicyUpdate = Type.Object(
+  { policy: Type.Optional(Type.Object({ id: Type.Optional(Type.Unknown()), blob: Type.Optional(Type.String()), type: Type.Optional(PolicyType) }, patch)) },
+  open,
+);
+
 // ---- response shapes ---------------------------------------------------------------------------
 
 const Links = Type.Object({ self: Type.String() }, open);
@@ -383,6 +394,16 @@ export const EndpointEntity = entity({
   url: Type.String(),
   enabled: Type.Boolean(),
 });
+/** An endpoint as OS-ENDPOINT-POLICY lists it (no legacy `region`). */
+export const PolicyEndpointEntity = entity({
+  id: Type.String(),
+  interface: Type.String(),
+  region_id: nullable(Type.String()),
+  service_id: Type.String(),
+  url: Type.String(),
+  enabled: Type.Boolean(),
+});
+export const PolicyEntity = entity({ id: Type.String(), type: Type.String(), blob: Type.String() });
 
 /** `{"<key>": entity}` */
 export const one = <K extends string, T extends TSchema>(key: K, schema: T) => Type.Object({ [key]: schema } as { [P in K]: T });

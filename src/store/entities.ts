@@ -164,6 +164,33 @@ export const EndpointEntity = defineEntity({
 });
 export type EndpointRow = InferEntity<typeof EndpointEntity>;
 
+/** Keystone's policy store: an opaque blob and its type (/v3/policies). */
+export const PolicyEntity = defineEntity({
+  name: 'Policy',
+  tableName: 'policy',
+  properties: {
+    id: p.string().primary(),
+    type: p.string(),
+    blob: p.text(),
+    extra: p.json<Json>(),
+  },
+});
+export type PolicyRow = InferEntity<typeof PolicyEntity>;
+
+/** OS-ENDPOINT-POLICY: a policy for an endpoint, a service, or a service in a region (one per target). */
+export const PolicyAssociationEntity = defineEntity({
+  name: 'PolicyAssociation',
+  tableName: 'policy_association',
+  properties: {
+    id: p.integer().primary().autoincrement(),
+    policyId: p.string(),
+    endpointId: p.string().nullable(),
+    serviceId: p.string().nullable(),
+    regionId: p.string().nullable(),
+  },
+});
+export type PolicyAssociationRow = InferEntity<typeof PolicyAssociationEntity>;
+
 export const RevocationEventEntity = defineEntity({
   name: 'RevocationEvent',
   tableName: 'revocation_event',
@@ -260,6 +287,8 @@ export const allEntities = [
   RegionEntity,
   ServiceEntity,
   EndpointEntity,
+  PolicyEntity,
+  PolicyAssociationEntity,
   RevocationEventEntity,
   ApplicationCredentialEntity,
   ApplicationCredentialRoleEntity,

@@ -1,4 +1,4 @@
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import { ForeignKeyConstraintViolationException, UniqueConstraintViolationException } from '@mikro-orm/core';
 
 /** Keystone's exact and inexact string filters (`name`, `name__icontains`, …). */
 export type StringMatchOperator =
@@ -70,4 +70,8 @@ export function matchesString(value: string, matches: StringMatch[]): boolean {
 
 export function isUniqueViolation(error: unknown): boolean {
   return error instanceof UniqueConstraintViolationException;
+}
+
+export function isForeignKeyViolation(error: unknown): boolean {
+  return error instanceof ForeignKeyConstraintViolationException;
 }

@@ -161,7 +161,7 @@ t.test('every write route of the identity API has its audit event', async (t) =>
     const params = new Proxy({}, { get: (_target, name) => `some-${String(name)}` }) as Record<string, string>;
     const audit = describeWrite(route.method, route.url, params, () => {
       const key = route.url.split('/').filter((part) => part && !part.startsWith(':')).pop()!;
-      return { [key.replace(/s$/, '')]: { id: 'new-id' } };
+      return { [key.replace(/ies$/, 'y').replace(/s$/, '')]: { id: 'new-id' } };
     });
     t.not(audit, undefined, `${route.method} ${route.url}`);
   }

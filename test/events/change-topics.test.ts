@@ -61,6 +61,12 @@ t.test('writes → topics', async (t) => {
   t.same(sorted(topicsOfWrites(writesOf('delete from "group_membership" where "user_id" = $1'))), ['assignment', 'identity'], 'memberships give roles');
   t.same(sorted(topicsOfWrites(writesOf('insert into "revocation_event" ("id") values ($1)'))), ['revocation']);
   t.same(sorted(topicsOfWrites(writesOf('select 1'))), [], 'nothing written, nothing changed');
+  t.same(
+    sorted(topicsOfWrites(writesOf('insert into "policy" ("id") values ($1)', 'delete from "policy_association" where "policy_id" = $1', 'delete from "policy" where "id" = $1'))),
+    [],
+    'policy blobs and their endpoint associations: no cache holds them',
+  );
+  t.same(sorted(topicsOfWrites(writesOf('delete from "endpoint" where "id" = $1'))), ['catalog'], 'an endpoint deleted (its associations go by cascade)');
   t.same(sorted(topicsOfWrites(writesOf('insert into "some_new_table" ("id") values ($1)'))), sorted(CHANGE_TOPICS), 'an unmapped table: every topic');
   t.same(sorted(topicsOfWrites(writesOf('truncate "role"'))), sorted(CHANGE_TOPICS), 'an unknown statement: every topic');
   t.same(sorted(topicsOfWrites(undefined)), sorted(CHANGE_TOPICS), 'writes not known: every topic');
