@@ -329,6 +329,16 @@ export const AuthBody = Type.Object(
   open,
 );
 
+// OS-EP-FILTER: attributes beyond these are refused by the service (Keystone's words), not here.
+export const EndpointGroupCreate = wrap(
+  'endpoint_group',
+  Type.Object({ name: Name, description: Type.Optional(Description), filters: Type.Object({}, open) }, open),
+);
+export const EndpointGroupUpdate = wrap(
+  'endpoint_group',
+  Type.Object({ name: Type.Optional(Name), description: Type.Optional(Description), filters: Type.Optional(Type.Object({}, open)) }, patch),
+);
+
 // ---- response shapes ---------------------------------------------------------------------------
 
 const Links = Type.Object({ self: Type.String() }, open);
@@ -382,6 +392,11 @@ export const EndpointEntity = entity({
   service_id: Type.String(),
   url: Type.String(),
   enabled: Type.Boolean(),
+});
+
+export const EndpointGroupEntity = entity({ id: Type.String(), name: Type.String(), description: nullable(Type.String()), filters: AnyObject });
+export const ProjectEndpointGroupBody = Type.Object({
+  project_endpoint_group: Type.Object({ endpoint_group_id: Type.String(), project_id: Type.String(), links: Links }),
 });
 
 /** `{"<key>": entity}` */
