@@ -72,6 +72,9 @@ export class CatalogService {
   /** Each project's endpoint filter, per data generation (associations are catalog writes). */
   private readonly filters: GenerationCache<string, ProjectEndpointFilter> | undefined;
 
+  /** The service types each filtered project's catalog shows (null: not filtered), per data generation: the gateway's check. */
+  private readonly visibleTypes: GenerationCache<string, ReadonlySet<string> | null> | undefined;
+
   constructor(
     private readonly store: Store,
     /** Moves whenever the catalog may have changed (ClusterSync.generationOf(CACHE_TOPICS.catalog)); without it nothing is cached. */
@@ -83,6 +86,7 @@ export class CatalogService {
   ) {
     this.catalogs = generation ? new GenerationCache(10_000, generation, undefined, servingLastKnown) : undefined;
     this.filters = generation ? new GenerationCache(10_000, generation, undefined, servingLastKnown) : undefined;
+    this.visibleTypes = generation ? new GenerationCache(10_000, generation, undefined, servingLastKnown) : undefined;
   }
 
   /** Hits and misses of the built-catalog cache (for metrics). */
@@ -324,6 +328,35 @@ export class CatalogService {
     const cached = this.filters?.getIfCurrent(projectId);
     if (cached !== undefined) return cached;
     return this.readProjectEndpointFilter(projectId);
+  }
+
+  /**
+   * OS-EP-FILTER for the gateway: the types of the enabled services that keep an enabled endpoint in
+   * a project's filtered catalog, or null when its catalog is not filtered. Answered without a promise
+   * when cached for the current generation, so a request of a known project costs one map lookup.
+   */
+  projectServiceTypes(projectId: string): ReadonlySet<string> | null | Promise<ReadonlySet<string> | null> {
+    if (!this.endpointFilter) return null;
+    const cached = this.visibleTypes?.getIfCurrent(projectId);
+    if (cached !== undefined) return cached;
+    return this.readProjectServiceTypes(projectId);
+  }
+
+  private async readProjectServiceTypes(projectId: string): Promise<ReadonlySet<string> | null> {
+    const generation = this.generation?.();
+    const filter = await this.projectEndpointFilter(projectId);
+    const rows = await this.enabledRows();
+    let types: Set<string> | null = null;
+    if (filter) {
+      types = new Set();
+      const typeOf = new Map(rows.services.map((service) => [service.id, service.type]));
+      for (const endpoint of rows.endpoints) {
+        const type = filter.has(endpoint.id) ? typeOf.get(endpoint.serviceId) : undefined;
+        if (type !== undefined) types.add(type);
+      }
+    }
+    if (generation !== undefined && !rows.stale) this.visibleTypes?.set(projectId, types, generation);
+    return types;
   }
 
   private async readProjectEndpointFilter(projectId: string): Promise<ProjectEndpointFilter> {

@@ -1,6 +1,8 @@
 import t from 'tap';
 import { EndpointGroupEntity, ProjectEndpointEntity, ProjectEndpointGroupEntity } from '../../src/store/entities.ts';
 import { PUBLIC_URL, startTestApp, type TestApp } from '../helpers/app.ts';
+import { gatewayWorld } from '../helpers/gateway.ts';
+import { rawRequest } from '../helpers/upstream.ts';
 
 const EP = '/v3/OS-EP-FILTER';
 
@@ -242,4 +244,60 @@ t.test('a project-scoped catalog holds only the endpoints associated with its pr
   const nothing = (await call('POST', `${EP}/endpoint_groups`, { endpoint_group: { name: 'none', filters: { region_id: 'Nowhere' } } })).json().endpoint_group;
   await call('PUT', `${EP}/endpoint_groups/${nothing.id}/projects/${P}`);
   t.ok((await catalogOf(test, token)).some((service) => service.type === 'identity'), 'a group matching no endpoint filters nothing');
+});
+
+t.test('the gateway refuses a project the service is hidden from, as it refuses an unknown service', async (t) => {
+  const w = await gatewayWorld(t);
+  const { call } = w.testApp;
+  const things = (token: string) => rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': token } });
+  t.equal((await things(w.member)).status, 200, 'no association: every service');
+  const seen = w.upstream.received.length;
+
+  // The project sees only the identity service's public endpoint: echo is not in its catalog.
+  const identityEndpoint = (await call('GET', '/v3/endpoints?interface=public')).json().endpoints.find((e: { url: string }) => e.url.endsWith('/v3'));
+  t.equal((await call('PUT', `${EP}/projects/${w.projectId}/endpoints/${identityEndpoint.id}`)).statusCode, 204);
+  const catalog = await catalogOf(w.testApp, w.member);
+  t.same(catalog.map((service) => service.type), ['identity'], 'the token\'s catalog has no echo');
+  const refused = await things(w.member);
+  t.equal(refused.status, 404);
+  const unknown = await rawRequest(w.port, { path: '/nothing/v1/x', headers: { 'x-auth-token': w.member } });
+  t.equal(unknown.status, 404);
+  t.same(JSON.parse(refused.body).error, { code: 404, title: 'Not Found', message: 'Could not find an internal endpoint for service type: echo.' });
+  t.same(Object.keys(JSON.parse(refused.body).error), Object.keys(JSON.parse(unknown.body).error), 'the same answer as for a service that does not exist');
+  t.equal(w.upstream.received.length, seen, 'nothing reached the upstream');
+  // Another project is not filtered; the admin's project neither.
+  const other = await w.testApp.login({ name: 'gw-member', domain: { id: 'default' } }, 'Pw-1', { project: { id: w.otherProjectId } });
+  t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.otherProjectId}/things`, headers: { 'x-auth-token': other.token } })).status, 200);
+
+  // A group showing echo's public endpoint: echo is in the catalog again, and reachable (the same token).
+  const echo = (await call('GET', '/v3/services?type=echo')).json().services[0];
+  const group = (await call('POST', `${EP}/endpoint_groups`, { endpoint_group: { name: 'echo', filters: { service_id: echo.id, interface: 'public' } } })).json().endpoint_group;
+  t.equal((await call('PUT', `${EP}/endpoint_groups/${group.id}/projects/${w.projectId}`)).statusCode, 204);
+  t.ok((await catalogOf(w.testApp, w.member)).some((service) => service.type === 'echo'));
+  t.equal((await things(w.member)).status, 200, 'visible again at once (the association is a catalog write)');
+  // Removed again: hidden again.
+  t.equal((await call('DELETE', `${EP}/endpoint_groups/${group.id}/projects/${w.projectId}`)).statusCode, 204);
+  t.equal((await things(w.member)).status, 404);
+  // No association left: the whole catalog.
+  t.equal((await call('DELETE', `${EP}/projects/${w.projectId}/endpoints/${identityEndpoint.id}`)).statusCode, 204);
+  t.equal((await things(w.member)).status, 200);
+});
+
+t.test('the gateway decides from a cache: no database query per request on a hit', async (t) => {
+  const w = await gatewayWorld(t);
+  const { call, app } = w.testApp;
+  const identityEndpoint = (await call('GET', '/v3/endpoints?interface=public')).json().endpoints.find((e: { url: string }) => e.url.endsWith('/v3'));
+  await call('PUT', `${EP}/projects/${w.projectId}/endpoints/${identityEndpoint.id}`);
+  const things = () => rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.member } });
+  t.equal((await things()).status, 404);
+  const reader = app.store.reader();
+  const queries: string[] = [];
+  const knex = (reader as unknown as { getConnection(): { getKnex(): { on(event: string, fn: (q: { sql: string }) => void): void; off(event: string, fn: unknown): void } } }).getConnection().getKnex();
+  const listen = (query: { sql: string }) => queries.push(query.sql);
+  knex.on('query', listen);
+  t.teardown(() => knex.off('query', listen));
+  for (let i = 0; i < 5; i++) t.equal((await things()).status, 404);
+  t.same(queries, [], 'five refusals, no query');
+  await call('GET', `${EP}/endpoint_groups`);
+  t.ok(queries.length > 0, 'the listener does see the queries of an uncached read');
 });
