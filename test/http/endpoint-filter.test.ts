@@ -298,6 +298,12 @@ t.test('the gateway decides from a cache: no database query per request on a hit
   t.teardown(() => knex.off('query', listen));
   for (let i = 0; i < 5; i++) t.equal((await things()).status, 404);
   t.same(queries, [], 'five refusals, no query');
+  const visible = app.catalog.projectServiceTypes(w.projectId);
+  t.notOk(visible instanceof Promise, 'answered at once, without a promise (the gateway continues in the same turn)');
+  t.same([...(visible as ReadonlySet<string>)], ['identity']);
+  t.equal(app.catalog.projectServiceTypes(w.otherProjectId) instanceof Promise, true, 'a project not asked about yet is read once');
+  t.equal(await app.catalog.projectServiceTypes(w.otherProjectId), null, 'not filtered');
+  t.equal(app.catalog.projectServiceTypes(w.otherProjectId), null, 'then cached too');
   await call('GET', `${EP}/endpoint_groups`);
   t.ok(queries.length > 0, 'the listener does see the queries of an uncached read');
 });
