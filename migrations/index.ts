@@ -9,6 +9,7 @@ import { Migration20261125000000_key_fingerprints } from './Migration20261125000
 import { Migration20261125010000_access_epoch } from './Migration20261125010000_access_epoch.ts';
 import { Migration20261125020000_expiry_microseconds } from './Migration20261125020000_expiry_microseconds.ts';
 import { Migration20261127000000_policies } from './Migration20261127000000_policies.ts';
+import { Migration20261127010000_endpoint_filter } from './Migration20261127010000_endpoint_filter.ts';
 
 /** Every migration, in order. The same list runs on PGlite and on PostgreSQL. */
 export const migrations: { name: string; class: Constructor<Migration> }[] = [
@@ -21,4 +22,5 @@ export const migrations: { name: string; class: Constructor<Migration> }[] = [
   { name: 'Migration20261125010000_access_epoch', class: Migration20261125010000_access_epoch },
   { name: 'Migration20261125020000_expiry_microseconds', class: Migration20261125020000_expiry_microseconds },
   { name: 'Migration20261127000000_policies', class: Migration20261127000000_policies },
+  { name: 'Migration20261127010000_endpoint_filter', class: Migration20261127010000_endpoint_filter },
 ];

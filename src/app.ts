@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { AssignmentService } from './assignment/assignment-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { PolicyStoreService } from './policy-store/policy-store-service.ts';
+import { EndpointFilterService } from './catalog/endpoint-filter-service.ts';
 import { systemClock, type Clock } from './support/clock.ts';
 import type { Config } from './config.ts';
 import { Redis } from 'ioredis';
@@ -257,7 +258,8 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const assignments = new AssignmentService(store, identity, resources, revocations, sync.epochOf(CACHE_TOPICS.effectiveRoles), accessEpoch);
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync.epochOf(CACHE_TOPICS.credential), undefined, accessEpoch);
     const catalogGeneration = sync.generationOf(CACHE_TOPICS.catalog);
-    const catalog = new CatalogService(store, catalogGeneration, () => sync.servingLastKnown);
+    const endpointFilter = new EndpointFilterService(store);
+    const catalog = new CatalogService(store, catalogGeneration, () => sync.servingLastKnown, endpointFilter);
     // Rate-limit counters and the audit stream share one command connection (pub/sub has its own).
     // A command Redis does not answer within a second fails: rate limits fall back to this node's counters.
     const redis = config.redisUrl
@@ -378,6 +380,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       assignments,
       applicationCredentials,
       catalog,
+      endpointFilter,
       clientCatalog,
       policies: new PolicyStoreService(store, catalog),
       tokens,

@@ -6,6 +6,7 @@ import type { EndpointRow, Json, RegionRow, ServiceRow } from '../store/entities
 import { isUniqueViolation } from '../store/filters.ts';
 import { isDatabaseUnreachable } from '../store/unavailable.ts';
 import { CatalogRepository } from './catalog-repository.ts';
+import type { EndpointFilterService } from './endpoint-filter-service.ts';
 
 export type Region = RegionRow;
 export type Service = ServiceRow;
@@ -46,6 +47,12 @@ export interface CatalogEntry {
   endpoints: { id: string; interface: string; regionId: string | null; url: string }[];
 }
 
+/**
+ * OS-EP-FILTER: the ids of the endpoints a project's catalog is limited to, or null when its catalog
+ * is not filtered (no endpoint is associated with it, directly or through an endpoint group).
+ */
+export type ProjectEndpointFilter = ReadonlySet<string> | null;
+
 /** What URL templates ($(project_id)s …) are filled from. */
 export interface CatalogSubstitutions {
   projectId?: string | undefined;
@@ -62,14 +69,24 @@ export class CatalogService {
   /** Built catalogs per data generation, by the substitutions their URLs actually use. */
   private readonly catalogs: GenerationCache<string, CatalogEntry[]> | undefined;
 
+  /** Each project's endpoint filter, per data generation (associations are catalog writes). */
+  private readonly filters: GenerationCache<string, ProjectEndpointFilter> | undefined;
+
+  /** The service types each filtered project's catalog shows (null: not filtered), per data generation: the gateway's check. */
+  private readonly visibleTypes: GenerationCache<string, ReadonlySet<string> | null> | undefined;
+
   constructor(
     private readonly store: Store,
     /** Moves whenever the catalog may have changed (ClusterSync.generationOf(CACHE_TOPICS.catalog)); without it nothing is cached. */
     private readonly generation?: () => number,
     /** True while the database is unreachable (ClusterSync.servingLastKnown): the last catalog read is served. */
     private readonly servingLastKnown?: () => boolean,
+    /** OS-EP-FILTER associations; without it no catalog is filtered. */
+    private readonly endpointFilter?: Pick<EndpointFilterService, 'associated'>,
   ) {
     this.catalogs = generation ? new GenerationCache(10_000, generation, undefined, servingLastKnown) : undefined;
+    this.filters = generation ? new GenerationCache(10_000, generation, undefined, servingLastKnown) : undefined;
+    this.visibleTypes = generation ? new GenerationCache(10_000, generation, undefined, servingLastKnown) : undefined;
   }
 
   /** Hits and misses of the built-catalog cache (for metrics). */
@@ -287,14 +304,67 @@ export class CatalogService {
   async catalog(substitutions: CatalogSubstitutions): Promise<CatalogEntry[]> {
     const generation = this.generation?.();
     const rows = await this.enabledRows();
-    if (!this.catalogs || generation === undefined || rows.stale) return buildCatalog(rows, substitutions);
-    // Only the values the URL templates use tell two catalogs apart (usually none, or the project).
-    const key = `${rows.usesProject ? (substitutions.projectId ?? '\u0001') : ''}\u0000${rows.usesUser ? (substitutions.userId ?? '\u0001') : ''}`;
+    // Only a project-scoped token's catalog is filtered (Keystone's get_v3_catalog).
+    const filter = substitutions.projectId === undefined ? null : await this.projectEndpointFilter(substitutions.projectId);
+    if (!this.catalogs || generation === undefined || rows.stale) return buildCatalog(rows, substitutions, filter);
+    // Only the values the URL templates use, and a project's own filter, tell two catalogs apart.
+    const key = `${rows.usesProject || filter ? (substitutions.projectId ?? '\u0001') : ''}\u0000${rows.usesUser ? (substitutions.userId ?? '\u0001') : ''}`;
     const cached = this.catalogs.get(key);
     if (cached) return cached;
-    const built = buildCatalog(rows, substitutions);
+    const built = buildCatalog(rows, substitutions, filter);
     this.catalogs.set(key, built, generation);
     return built;
+  }
+
+  /**
+   * OS-EP-FILTER: the endpoints a project's catalog is limited to (null: not filtered). Keystone's
+   * rule: when any endpoint (enabled or not) is associated with the project, directly or through an
+   * endpoint group, the catalog holds only those, and services left without endpoints are dropped;
+   * otherwise the whole catalog ([endpoint_filter] return_all_endpoints_if_no_filter, true by default).
+   * Answered without a promise when cached for the current generation (the gateway's hot path).
+   */
+  projectEndpointFilter(projectId: string): ProjectEndpointFilter | Promise<ProjectEndpointFilter> {
+    if (!this.endpointFilter) return null;
+    const cached = this.filters?.getIfCurrent(projectId);
+    if (cached !== undefined) return cached;
+    return this.readProjectEndpointFilter(projectId);
+  }
+
+  /**
+   * OS-EP-FILTER for the gateway: the types of the enabled services that keep an enabled endpoint in
+   * a project's filtered catalog, or null when its catalog is not filtered. Answered without a promise
+   * when cached for the current generation, so a request of a known project costs one map lookup.
+   */
+  projectServiceTypes(projectId: string): ReadonlySet<string> | null | Promise<ReadonlySet<string> | null> {
+    if (!this.endpointFilter) return null;
+    const cached = this.visibleTypes?.getIfCurrent(projectId);
+    if (cached !== undefined) return cached;
+    return this.readProjectServiceTypes(projectId);
+  }
+
+  private async readProjectServiceTypes(projectId: string): Promise<ReadonlySet<string> | null> {
+    const generation = this.generation?.();
+    const filter = await this.projectEndpointFilter(projectId);
+    const rows = await this.enabledRows();
+    let types: Set<string> | null = null;
+    if (filter) {
+      types = new Set();
+      const typeOf = new Map(rows.services.map((service) => [service.id, service.type]));
+      for (const endpoint of rows.endpoints) {
+        const type = filter.has(endpoint.id) ? typeOf.get(endpoint.serviceId) : undefined;
+        if (type !== undefined) types.add(type);
+      }
+    }
+    if (generation !== undefined && !rows.stale) this.visibleTypes?.set(projectId, types, generation);
+    return types;
+  }
+
+  private async readProjectEndpointFilter(projectId: string): Promise<ProjectEndpointFilter> {
+    const generation = this.generation?.();
+    const associated = await this.endpointFilter!.associated(this.store.reader(), projectId);
+    const filter = associated.length ? new Set(associated.map((endpoint) => endpoint.id)) : null;
+    if (generation !== undefined) this.filters?.set(projectId, filter, generation);
+    return filter;
   }
 
   /**
@@ -365,16 +435,19 @@ interface EnabledRows {
 const TEMPLATE = /[$%]\((\w+)\)s/g;
 
 /** The catalog of these rows for these substitutions (shared when cached: read-only). */
-function buildCatalog({ services, endpoints }: EnabledRows, substitutions: CatalogSubstitutions): CatalogEntry[] {
+function buildCatalog({ services, endpoints }: EnabledRows, substitutions: CatalogSubstitutions, filter: ProjectEndpointFilter = null): CatalogEntry[] {
   const byService = new Map<string, CatalogEntry['endpoints']>();
   for (const endpoint of endpoints) {
+    if (filter && !filter.has(endpoint.id)) continue;
     const url = substitute(endpoint.url, substitutions);
     if (url === undefined) continue;
     const list = byService.get(endpoint.serviceId) ?? [];
     list.push({ id: endpoint.id, interface: endpoint.interface, regionId: endpoint.regionId ?? null, url });
     byService.set(endpoint.serviceId, list);
   }
-  return services.map((service) => ({ service, endpoints: byService.get(service.id) ?? [] }));
+  const catalog = services.map((service) => ({ service, endpoints: byService.get(service.id) ?? [] }));
+  // A filtered catalog drops the services it leaves without endpoints; the whole one keeps them (as Keystone).
+  return filter ? catalog.filter((entry) => entry.endpoints.length) : catalog;
 }
 
 /** Fills $(project_id)s, $(tenant_id)s and $(user_id)s (or %(…)s); undefined when a needed value is missing. */

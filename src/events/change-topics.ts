@@ -46,8 +46,9 @@ export const CACHE_TOPICS = {
  * role assignments): see migrations/.
  */
 const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: readonly ChangeTopic[]; delete?: readonly ChangeTopic[] }> = {
-  // Domains and projects. Deleting one takes its users, groups, roles, assignments and credentials.
-  project: { write: ['resource'], insert: ['resource-added'], delete: ['resource', 'identity', 'assignment', 'credential'] },
+  // Domains and projects. Deleting one takes its users, groups, roles, assignments and credentials,
+  // and its OS-EP-FILTER associations.
+  project: { write: ['resource'], insert: ['resource-added'], delete: ['resource', 'identity', 'assignment', 'credential', 'catalog'] },
   // A user deleted takes its passwords, memberships, assignments, credentials and access rules.
   identity_user: { write: ['identity'], insert: ['identity-added'], delete: ['identity', 'assignment', 'credential'] },
   identity_group: { write: ['identity'], insert: ['identity-added'], delete: ['identity', 'assignment'] },
@@ -69,6 +70,10 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   // enforced here and held by no cache: their writes change no topic.
   policy: { write: [] },
   policy_association: { write: [] },
+  // OS-EP-FILTER associations decide which endpoints a project's catalog (and gateway) shows.
+  project_endpoint: { write: ['catalog'] },
+  endpoint_group: { write: ['catalog'] },
+  project_endpoint_group: { write: ['catalog'] },
   revocation_event: { write: ['revocation'] },
   // UUID tokens are rows: deleting one revokes it.
   token: { write: ['revocation'] },

@@ -85,7 +85,7 @@ export class Gateway implements GatewayExplainer {
     this.decisions = observers.decisions;
     this.answers = new GatewayAnswers(publicUrl, log);
     const authenticator = new Authenticator(tokens, options.serviceTokenRoles);
-    const resolver = new Resolver(endpoints);
+    const resolver = new Resolver(endpoints, catalog);
     this.authoriser = new Authoriser(policy);
     this.forwarding = new Forwarding(
       options,

@@ -12,6 +12,7 @@ import { registerAssignmentRoutes } from './routes/assignments.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerCatalogRoutes } from './routes/catalog.ts';
 import { registerPolicyRoutes } from './routes/policies.ts';
+import { registerEndpointFilterRoutes } from './routes/endpoint-filter.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
 import { registerGatewayPolicyRoutes } from './routes/gateway-policy.ts';
@@ -212,6 +213,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerAssignmentRoutes(app, api);
   registerCatalogRoutes(app, api);
   registerPolicyRoutes(app, api);
+  registerEndpointFilterRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   return routes;

@@ -340,6 +340,16 @@ export const PolicyUpdate = Type.Object(
   open,
 );
 
+// OS-EP-FILTER: attributes beyond these are refused by the service (Keystone's words), not here.
+export const EndpointGroupCreate = wrap(
+  'endpoint_group',
+  Type.Object({ name: Name, description: Type.Optional(Description), filters: Type.Object({}, open) }, open),
+);
+export const EndpointGroupUpdate = wrap(
+  'endpoint_group',
+  Type.Object({ name: Type.Optional(Name), description: Type.Optional(Description), filters: Type.Optional(Type.Object({}, open)) }, patch),
+);
+
 // ---- response shapes ---------------------------------------------------------------------------
 
 const Links = Type.Object({ self: Type.String() }, open);
@@ -404,6 +414,11 @@ export const PolicyEndpointEntity = entity({
   enabled: Type.Boolean(),
 });
 export const PolicyEntity = entity({ id: Type.String(), type: Type.String(), blob: Type.String() });
+
+export const EndpointGroupEntity = entity({ id: Type.String(), name: Type.String(), description: nullable(Type.String()), filters: AnyObject });
+export const ProjectEndpointGroupBody = Type.Object({
+  project_endpoint_group: Type.Object({ endpoint_group_id: Type.String(), project_id: Type.String(), links: Links }),
+});
 
 /** `{"<key>": entity}` */
 export const one = <K extends string, T extends TSchema>(key: K, schema: T) => Type.Object({ [key]: schema } as { [P in K]: T });

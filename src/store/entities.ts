@@ -190,6 +190,40 @@ export const PolicyAssociationEntity = defineEntity({
   },
 });
 export type PolicyAssociationRow = InferEntity<typeof PolicyAssociationEntity>;
+/** OS-EP-FILTER: an endpoint associated with a project. */
+export const ProjectEndpointEntity = defineEntity({
+  name: 'ProjectEndpoint',
+  tableName: 'project_endpoint',
+  properties: {
+    endpointId: p.string().primary(),
+    projectId: p.string().primary(),
+  },
+});
+export type ProjectEndpointRow = InferEntity<typeof ProjectEndpointEntity>;
+
+/** OS-EP-FILTER: the endpoints whose interface, service_id and region_id equal the filters'. */
+export const EndpointGroupEntity = defineEntity({
+  name: 'EndpointGroup',
+  tableName: 'endpoint_group',
+  properties: {
+    id: p.string().primary(),
+    name: p.string(),
+    description: p.text().nullable(),
+    filters: p.json<Json>(),
+  },
+});
+export type EndpointGroupRow = InferEntity<typeof EndpointGroupEntity>;
+
+/** OS-EP-FILTER: an endpoint group associated with a project. */
+export const ProjectEndpointGroupEntity = defineEntity({
+  name: 'ProjectEndpointGroup',
+  tableName: 'project_endpoint_group',
+  properties: {
+    endpointGroupId: p.string().primary(),
+    projectId: p.string().primary(),
+  },
+});
+export type ProjectEndpointGroupRow = InferEntity<typeof ProjectEndpointGroupEntity>;
 
 export const RevocationEventEntity = defineEntity({
   name: 'RevocationEvent',
@@ -289,6 +323,9 @@ export const allEntities = [
   EndpointEntity,
   PolicyEntity,
   PolicyAssociationEntity,
+  ProjectEndpointEntity,
+  EndpointGroupEntity,
+  ProjectEndpointGroupEntity,
   RevocationEventEntity,
   ApplicationCredentialEntity,
   ApplicationCredentialRoleEntity,

@@ -54,12 +54,17 @@ t.test('writes → topics', async (t) => {
   t.same(sorted(topicsOfWrites(writesOf('delete from "password" where "id" = $1', 'insert into "password" ("user_id") values ($1)'))), ['identity', 'identity-added'], 'or removes it');
   t.same(
     sorted(topicsOfWrites(writesOf('delete from "project" where "id" = $1'))),
-    ['assignment', 'credential', 'identity', 'resource'],
-    'a deleted domain or project takes (by cascade and trigger) its users, groups, roles, assignments and credentials',
+    ['assignment', 'catalog', 'credential', 'identity', 'resource'],
+    'a deleted domain or project takes (by cascade and trigger) its users, groups, roles, assignments, credentials and endpoint-filter associations',
   );
   t.same(sorted(topicsOfWrites(writesOf('delete from "identity_user" where "id" = $1'))), ['assignment', 'credential', 'identity']);
   t.same(sorted(topicsOfWrites(writesOf('delete from "group_membership" where "user_id" = $1'))), ['assignment', 'identity'], 'memberships give roles');
   t.same(sorted(topicsOfWrites(writesOf('insert into "revocation_event" ("id") values ($1)'))), ['revocation']);
+  t.same(
+    sorted(topicsOfWrites(writesOf('insert into "project_endpoint" ("endpoint_id") values ($1)', 'delete from "project_endpoint_group" where "project_id" = $1', 'update "endpoint_group" set "filters" = $1'))),
+    ['catalog'],
+    'OS-EP-FILTER associations and endpoint groups decide catalogs',
+  );
   t.same(sorted(topicsOfWrites(writesOf('select 1'))), [], 'nothing written, nothing changed');
   t.same(
     sorted(topicsOfWrites(writesOf('insert into "policy" ("id") values ($1)', 'delete from "policy_association" where "policy_id" = $1', 'delete from "policy" where "id" = $1'))),
