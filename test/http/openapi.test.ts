@@ -74,6 +74,8 @@ t.test('the OpenAPI document: every registered route, once, with resolvable refe
   const documented = Object.entries(document.paths).flatMap(([path, operations]) => Object.keys(operations).map((method) => `${method} ${path}`));
   t.same(documented.sort(), [...registered].sort(), 'the operations are exactly the registered routes');
   t.ok(documented.length > 150, `${documented.length} operations`);
+  const operationIds = Object.values(document.paths).flatMap((operations) => Object.values(operations).map((operation) => operation.operationId));
+  t.equal(new Set(operationIds).size, operationIds.length, 'operation ids are unique');
   for (const path of ['/v3/gateway/policy/explain', '/v3/gateway/decisions/{request_id}', '/openapi.json', '/api-docs']) {
     t.ok(document.paths[path], `${path} is documented`);
   }

@@ -1,3 +1,4 @@
+import { UnavailableError } from '../../support/errors.ts';
 import type { App } from '../context.ts';
 import { baseUrl } from '../links.ts';
 import { buildOpenApiDocument, type DocumentedRoute, type OpenApiDocument } from '../openapi.ts';
@@ -66,8 +67,9 @@ export function registerApiDocsRoutes(app: App, routes: readonly DocumentedRoute
     const document = buildOpenApiDocument(routes, IDENTITY_API_VERSION);
     published = { json: JSON.stringify(document), html: renderApiDocsPage(document) };
   });
+  // fastify serves no request before onReady has run; should one come, it is a 503, not a 500.
   const ready = () => {
-    if (!published) throw new Error('the OpenAPI document is built when the server is ready');
+    if (!published) throw new UnavailableError('The API description is not built yet. Retry later.', 1);
     return published;
   };
 
