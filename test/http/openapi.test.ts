@@ -102,6 +102,21 @@ t.test('the OpenAPI document: every registered route, once, with resolvable refe
   const unresolved = refs.filter((ref) => resolvePointer(document, ref) === undefined);
   t.same(unresolved, [], 'every $ref resolves');
   t.notOk(JSON.stringify(document).includes('"~'), 'no TypeBox-internal keys');
+
+  // Every schema the document holds is valid JSON Schema 2020-12 (OpenAPI 3.1's dialect).
+  const meta = new Ajv2020({ strict: false });
+  const schemas = Object.entries(document.paths).flatMap(([path, operations]) =>
+    Object.entries(operations).flatMap(([method, operation]) => [
+      ...(operation.parameters ?? []).map((parameter) => [`${method} ${path} ${parameter.name}`, parameter.schema] as const),
+      ...(operation.requestBody ? [[`${method} ${path} body`, operation.requestBody.content['application/json'].schema] as const] : []),
+      ...Object.entries(operation.responses).flatMap(([status, response]) =>
+        '$ref' in response || !response.content ? [] : [[`${method} ${path} ${status}`, response.content['application/json']!.schema] as const],
+      ),
+    ]),
+  );
+  t.ok(schemas.length > 300, `${schemas.length} schemas`);
+  const invalid = schemas.filter(([, schema]) => !meta.validateSchema(schema)).map(([where]) => where);
+  t.same(invalid, [], 'every schema is valid JSON Schema 2020-12');
 });
 
 t.test('real responses validate against the document, and a wrong one does not', async (t) => {
