@@ -95,6 +95,7 @@ t.test('the OpenAPI document: every registered route, once, with resolvable refe
   t.same(document.paths['/v3/users']!.get!.security, [{ keystoneToken: [] }], 'listing users needs a token');
   t.ok(document.paths['/v3/projects']!.get!.parameters?.some((parameter) => parameter.in === 'query' && parameter.name === 'name__contains'), 'query parameters');
   t.ok(document.paths['/v3/projects']!.post!.requestBody, 'request bodies');
+  t.ok(document.paths['/v3/auth/tokens']!.get!.parameters?.some((parameter) => parameter.in === 'header' && parameter.name === 'x-subject-token'), 'header parameters');
   t.ok(document.paths['/v3/projects/{project_id}']!.delete!.responses['2XX'], 'a route without a declared response still has a success');
 
   const refs = refsIn(document);
