@@ -73,11 +73,14 @@ export function openApiPath(url: string): string {
   return url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 }
 
-/** The resource a route belongs to (`/v3/projects/{id}/tags` → projects; `/`, `/v3` → discovery). */
+/**
+ * The resource a route belongs to (`/v3/projects/{id}/tags` → projects; `/`, `/v3` → discovery;
+ * what is outside /v3, such as /healthz and this document, → operations).
+ */
 function tagOf(path: string): string {
   const segments = path.split('/').filter(Boolean);
-  const resource = segments[0] === 'v3' ? segments[1] : segments[0];
-  return resource ?? 'discovery';
+  if (segments[0] !== 'v3') return segments.length === 0 ? 'discovery' : 'operations';
+  return segments[1] ?? 'discovery';
 }
 
 function parametersOf(schemas: RouteSchemas): OpenApiOperation['parameters'] {
