@@ -1,7 +1,7 @@
 import type net from 'node:net';
 import t from 'tap';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { openApiPath, type OpenApiDocument, type OpenApiResponse } from '../../src/http/openapi.ts';
+import { buildOpenApiDocument, openApiPath, type OpenApiDocument, type OpenApiResponse } from '../../src/http/openapi.ts';
 import { PUBLIC_URL, startTestApp } from '../helpers/app.ts';
 
 /** The value a JSON pointer (`#/a/b~1c`) names in `document`, or undefined. */
@@ -176,4 +176,22 @@ t.test('the browsable page, and the gateway leaves both paths to the identity AP
   t.same(mounted.servers, [{ url: `${PUBLIC_URL}/identity` }]);
   // A new path under /v3 stays a clean 404.
   t.equal((await request({ method: 'GET', url: '/v3/openapi.json', headers: { 'x-auth-token': 'x' } })).statusCode, 404);
+});
+
+t.test('the builder: status keys, undeclared responses, and routes it refuses', async (t) => {
+  const document = buildOpenApiDocument(
+    [
+      { method: 'GET', url: '/v3/things/:thing_id', public: false, schema: { response: { '2xx': { type: 'object' }, default: { type: 'object' } } } },
+      { method: 'HEAD', url: '/v3/things/:thing_id', public: false, schema: { response: { 200: { type: 'object' } } } },
+      { method: 'DELETE', url: '/v3/things/:thing_id', public: true },
+    ],
+    'v0',
+  );
+  const operations = document.paths['/v3/things/{thing_id}']!;
+  t.same(Object.keys(operations.get!.responses).sort(), ['2XX', '4XX', '5XX', 'default'], "fastify's 2xx is OpenAPI's 2XX");
+  t.notOk('content' in operations.head!.responses['200']!, 'a HEAD answer has no body');
+  t.same(operations.delete!.responses['2XX'], { description: 'Success; the route declares no response schema.' });
+  t.same(operations.delete!.security, []);
+  t.throws(() => buildOpenApiDocument([{ method: 'GET', url: '/a', public: true }, { method: 'GET', url: '/a', public: true }], 'v0'), /registered twice/);
+  t.throws(() => buildOpenApiDocument([{ method: 'CONNECT', url: '/a', public: true }], 'v0'), /no method CONNECT/);
 });
