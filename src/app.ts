@@ -104,8 +104,11 @@ function createTokenProvider(config: Config, store: Store, log: FastifyBaseLogge
   }
 }
 
-/** First path segments that belong to the identity API and its operations, never to a service. */
-const IDENTITY_SEGMENTS: ReadonlySet<string> = new Set(['', 'v3', 'healthz', 'readyz', 'metrics']);
+/**
+ * First path segments that belong to the identity API and its operations, never to a service: a
+ * service whose type is one of them cannot be reached through the gateway (docs/gateway.md).
+ */
+const IDENTITY_SEGMENTS: ReadonlySet<string> = new Set(['', 'v3', 'healthz', 'readyz', 'metrics', 'openapi.json', 'api-docs']);
 const IDENTITY_MOUNT = '/identity';
 
 /** Decides the face of a request; strips the /identity mount (remembering it for links). */

@@ -7,6 +7,8 @@ import type { App, IdentityApi } from './context.ts';
 import { handleError, NOT_JSON, sendError } from './errors.ts';
 import { awaitsContinue, continueIfExpected } from './expect.ts';
 import { deriveBaseUrl } from './links.ts';
+import type { DocumentedRoute, RouteSchemas } from './openapi.ts';
+import { registerApiDocsRoutes } from './routes/api-docs.ts';
 import { registerApplicationCredentialRoutes } from './routes/application-credentials.ts';
 import { registerAssignmentRoutes } from './routes/assignments.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
@@ -114,16 +116,13 @@ function badText(root: object): ValidationError | undefined {
   return undefined;
 }
 
+/** A registered route: method, URL template, whether it needs a token, and its schemas (for OpenAPI). */
+export type RouteInfo = DocumentedRoute;
+
 /**
  * The Keystone v3 API: request ids, base URL, authentication of X-Auth-Token, body parsing,
  * Keystone-shaped errors (404 and 405 included) and every route.
  */
-export interface RouteInfo {
-  method: string;
-  url: string;
-  public: boolean;
-}
-
 export function registerIdentityApi(app: App, api: IdentityApi, readiness: ReadinessProbe): RouteInfo[] {
   const routes: RouteInfo[] = [];
   app.removeAllContentTypeParsers();
@@ -185,7 +184,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
     const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((method) => method.toUpperCase() as 'GET');
     for (const method of methods) {
       if (!knownRoutes.hasRoute(method, route.url)) knownRoutes.on(method, route.url, () => {});
-      routes.push({ method, url: route.url, public: route.config?.public === true });
+      routes.push({ method, url: route.url, public: route.config?.public === true, ...(route.schema ? { schema: route.schema as RouteSchemas } : {}) });
     }
   });
   /** A request no route takes: 405 with Allow when the path has other methods, else 404. */
@@ -216,5 +215,6 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerEndpointFilterRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
+  registerApiDocsRoutes(app, routes);
   return routes;
 }

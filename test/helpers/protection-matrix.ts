@@ -262,6 +262,8 @@ export const PUBLIC_ROUTES = [
   'GET /healthz',
   'GET /readyz',
   'GET /metrics',
+  'GET /openapi.json',
+  'GET /api-docs',
   'POST /v3/auth/tokens',
   'GET /v3/auth/jwks',
   'POST /v3/users/:user_id/password',

@@ -14,6 +14,14 @@ import { AuthBody, CatalogBody, DomainEntity, ProjectEntity, RevokeEvents, Token
 const IssueQuery = querySchema('nocatalog');
 const ValidateQuery = querySchema('nocatalog', 'allow_expired');
 const RevokeEventsQuery = querySchema('since');
+// Declared optional so the schema never refuses a request: without X-Subject-Token Keystone answers
+// 404 "No token in the request" (subjectToken), not a validation 400. Declared for the API description.
+const SubjectToken = Type.Optional(Type.String({ description: 'The token to validate, check or revoke (404 without it).' }));
+const ValidateHeaders = Type.Object({
+  'x-subject-token': SubjectToken,
+  'openstack-identity-access-rules': Type.Optional(Type.String({ description: 'A version (1 or more) when the caller enforces application-credential access rules.' })),
+});
+const RevokeHeaders = Type.Object({ 'x-subject-token': SubjectToken });
 
 function subjectToken(request: FastifyRequest): string {
   const subject = request.headers['x-subject-token'];
@@ -39,7 +47,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
     },
   );
 
-  app.get('/v3/auth/tokens', { schema: { querystring: ValidateQuery, response: { 200: TokenBody } } }, async (request, reply) => {
+  app.get('/v3/auth/tokens', { schema: { headers: ValidateHeaders, querystring: ValidateQuery, response: { 200: TokenBody } } }, async (request, reply) => {
     const subject = subjectToken(request);
     const token = await api.tokens.validate(subject, { allowExpired: truthyFlag(request.query.allow_expired) });
     // A validator that cannot enforce access rules must not accept a token that carries them.
@@ -53,7 +61,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
     return { token: renderToken(token, catalog) };
   });
 
-  app.delete('/v3/auth/tokens', async (request, reply) => {
+  app.delete('/v3/auth/tokens', { schema: { headers: RevokeHeaders } }, async (request, reply) => {
     const subject = subjectToken(request);
     const token = await api.tokens.validate(subject);
     authorize(api, request, 'identity:revoke_token', { token: { userId: token.user.id } });

@@ -4,9 +4,12 @@ import type { App } from '../context.ts';
 import { baseUrl } from '../links.ts';
 import { Version } from '../schemas.ts';
 
+/** The Keystone identity API version this service speaks (Keystone 22's). */
+export const IDENTITY_API_VERSION = 'v3.14';
+
 function version(request: FastifyRequest) {
   return {
-    id: 'v3.14',
+    id: IDENTITY_API_VERSION,
     status: 'stable',
     updated: '2020-04-07T00:00:00Z',
     links: [{ rel: 'self', href: `${baseUrl(request)}/v3/` }],

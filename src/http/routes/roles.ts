@@ -7,6 +7,7 @@ import { RoleCreate, RoleEntity, RoleInference, RoleInferenceList, RoleInference
 const ROLE_FIELDS = ['id', 'name', 'domain_id', 'description', 'options', 'links'] as const;
 const Params = params('role_id');
 const ImplicationParams = params('prior_role_id', 'implied_role_id');
+const PriorRoleParams = params('prior_role_id');
 const RoleListQuery = querySchema(...matchParameters('name'), 'domain_id');
 
 export function registerRoleRoutes(app: App, api: IdentityApi): void {
@@ -93,9 +94,9 @@ export function registerRoleRoutes(app: App, api: IdentityApi): void {
     return noContent(reply);
   });
 
-  app.get<{ Params: { prior_role_id: string } }>(
+  app.get(
     '/v3/roles/:prior_role_id/implies',
-    { schema: { response: { 200: RoleInferenceList } } },
+    { schema: { params: PriorRoleParams, response: { 200: RoleInferenceList } } },
     async (request) => {
       authorize(api, request, 'identity:list_implied_roles');
       const [entry] = await api.assignments.listImplications(request.params.prior_role_id);
