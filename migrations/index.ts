@@ -8,6 +8,7 @@ import { Migration20261123010000_list_order_indexes } from './Migration202611230
 import { Migration20261125000000_key_fingerprints } from './Migration20261125000000_key_fingerprints.ts';
 import { Migration20261125010000_access_epoch } from './Migration20261125010000_access_epoch.ts';
 import { Migration20261125020000_expiry_microseconds } from './Migration20261125020000_expiry_microseconds.ts';
+import { Migration20261127000000_unified_limits } from './Migration20261127000000_unified_limits.ts';
 
 /** Every migration, in order. The same list runs on PGlite and on PostgreSQL. */
 export const migrations: { name: string; class: Constructor<Migration> }[] = [
@@ -19,4 +20,5 @@ export const migrations: { name: string; class: Constructor<Migration> }[] = [
   { name: 'Migration20261125000000_key_fingerprints', class: Migration20261125000000_key_fingerprints },
   { name: 'Migration20261125010000_access_epoch', class: Migration20261125010000_access_epoch },
   { name: 'Migration20261125020000_expiry_microseconds', class: Migration20261125020000_expiry_microseconds },
+  { name: 'Migration20261127000000_unified_limits', class: Migration20261127000000_unified_limits },
 ];

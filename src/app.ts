@@ -5,6 +5,7 @@ import Fastify, { type FastifyBaseLogger } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from 'pino';
 import { AssignmentService } from './assignment/assignment-service.ts';
+import { LimitService } from './limit/limit-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { systemClock, type Clock } from './support/clock.ts';
 import type { Config } from './config.ts';
@@ -377,6 +378,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       assignments,
       applicationCredentials,
       catalog,
+      limits: new LimitService(store),
       clientCatalog,
       tokens,
       tokenProvider,

@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AssignmentService } from '../assignment/assignment-service.ts';
 import type { CatalogService } from '../catalog/catalog-service.ts';
+import type { LimitService } from '../limit/limit-service.ts';
 import type { ClientCatalog } from '../catalog/client-catalog.ts';
 import type { Config } from '../config.ts';
 import { AuthenticationError } from '../support/errors.ts';
@@ -39,6 +40,8 @@ export interface IdentityApi {
   assignments: AssignmentService;
   applicationCredentials: ApplicationCredentialService;
   catalog: CatalogService;
+  /** Unified limits (registered limits, limits). */
+  limits: LimitService;
   /** The catalog token bodies and GET /v3/auth/catalog show: the gateway's view, or the registered one. */
   clientCatalog: ClientCatalog;
   tokens: TokenService;

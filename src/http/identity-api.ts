@@ -11,6 +11,7 @@ import { registerApplicationCredentialRoutes } from './routes/application-creden
 import { registerAssignmentRoutes } from './routes/assignments.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerCatalogRoutes } from './routes/catalog.ts';
+import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
 import { registerGatewayPolicyRoutes } from './routes/gateway-policy.ts';
@@ -210,6 +211,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerRoleRoutes(app, api);
   registerAssignmentRoutes(app, api);
   registerCatalogRoutes(app, api);
+  registerLimitRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   return routes;

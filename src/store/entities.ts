@@ -164,6 +164,38 @@ export const EndpointEntity = defineEntity({
 });
 export type EndpointRow = InferEntity<typeof EndpointEntity>;
 
+/** A service's default for a resource (Keystone's unified limits), in one region or in all. */
+export const RegisteredLimitEntity = defineEntity({
+  name: 'RegisteredLimit',
+  tableName: 'registered_limit',
+  properties: {
+    id: p.string().primary(),
+    serviceId: p.string(),
+    regionId: p.string().nullable(),
+    resourceName: p.string(),
+    defaultLimit: p.integer(),
+    description: p.text().nullable(),
+  },
+});
+export type RegisteredLimitRow = InferEntity<typeof RegisteredLimitEntity>;
+
+/** A project's or a domain's own limit for a registered resource (exactly one of the two is set). */
+export const LimitEntity = defineEntity({
+  name: 'Limit',
+  tableName: 'limit',
+  properties: {
+    id: p.string().primary(),
+    projectId: p.string().nullable(),
+    domainId: p.string().nullable(),
+    serviceId: p.string(),
+    regionId: p.string().nullable(),
+    resourceName: p.string(),
+    resourceLimit: p.integer(),
+    description: p.text().nullable(),
+  },
+});
+export type LimitRow = InferEntity<typeof LimitEntity>;
+
 export const RevocationEventEntity = defineEntity({
   name: 'RevocationEvent',
   tableName: 'revocation_event',
@@ -260,6 +292,8 @@ export const allEntities = [
   RegionEntity,
   ServiceEntity,
   EndpointEntity,
+  RegisteredLimitEntity,
+  LimitEntity,
   RevocationEventEntity,
   ApplicationCredentialEntity,
   ApplicationCredentialRoleEntity,
