@@ -346,7 +346,20 @@ export const RegisteredLimitsCreate = Type.Object(
   open,
 );
 export const RegisteredLimitUpdate = Type.Object(
-  { registered_limit: Type.Optional(Type.Partial(Type.Object(registeredLimitProperties, closed))) },
+  {
+    registered_limit: Type.Optional(
+      Type.Object(
+        {
+          service_id: Type.Optional(Id),
+          region_id: Type.Optional(nullable(Type.String())),
+          resource_name: Type.Optional(ResourceName),
+          default_limit: Type.Optional(LimitValue),
+          description: Type.Optional(Description),
+        },
+        closed,
+      ),
+    ),
+  },
   open,
 );
 const limitProperties = {
