@@ -1,3 +1,4 @@
+import { raw } from '@mikro-orm/core';
 import type { EntityManager } from '../store/database.ts';
 import {
   LimitEntity,
@@ -63,13 +64,13 @@ export class LimitRepository {
     return em.findOne(RegisteredLimitEntity, { serviceId: key.serviceId, regionId: key.regionId ?? null, resourceName: key.resourceName });
   }
 
-  /** By id. */
+  /** In the order they were made, as Keystone lists them (the database-generated position column). */
   listRegisteredLimits(em: EntityManager, query: RegisteredLimitQuery): Promise<RegisteredLimitRow[]> {
     const where: Record<string, unknown> = {};
     if (query.serviceId !== undefined) where.serviceId = query.serviceId;
     if (query.regionId !== undefined) where.regionId = query.regionId;
     if (query.resourceName !== undefined) where.resourceName = query.resourceName;
-    return em.find(RegisteredLimitEntity, where, { orderBy: { id: 'asc' } });
+    return em.find(RegisteredLimitEntity, where, { orderBy: { [raw('position')]: 'asc' } });
   }
 
   /** Writes the new rows now (a duplicate fails here, inside the caller's transaction). */
@@ -90,7 +91,7 @@ export class LimitRepository {
     return em.count(LimitEntity, { serviceId: key.serviceId, regionId: key.regionId ?? null, resourceName: key.resourceName });
   }
 
-  /** By id. */
+  /** In the order they were made, as Keystone lists them. */
   listLimits(em: EntityManager, query: LimitQuery): Promise<LimitRow[]> {
     const where: Record<string, unknown> = {};
     if (query.serviceId !== undefined) where.serviceId = query.serviceId;
@@ -99,7 +100,7 @@ export class LimitRepository {
     if (query.projectId !== undefined) where.projectId = query.projectId;
     if (query.domainId !== undefined) where.domainId = query.domainId;
     if (query.within) where.$or = [{ projectId: { $in: query.within.projectIds } }, { domainId: query.within.domainId }];
-    return em.find(LimitEntity, where, { orderBy: { id: 'asc' } });
+    return em.find(LimitEntity, where, { orderBy: { [raw('position')]: 'asc' } });
   }
 
   async insertLimits(em: EntityManager, rows: LimitRow[]): Promise<LimitRow[]> {

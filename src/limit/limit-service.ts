@@ -141,6 +141,19 @@ export class LimitService {
     return row;
   }
 
+  /**
+   * Whose limit this is, for the policy of GET /v3/limits/{id} (Keystone's target.limit.project and
+   * target.limit.domain); null when there is no such limit (the policy then sees no target).
+   */
+  async ownerOf(id: string): Promise<{ project: { id: string; domainId: string } } | { domain: { id: string } } | null> {
+    const em = this.store.reader();
+    const row = await this.repository.findLimit(em, id);
+    if (!row) return null;
+    if (row.domainId) return { domain: { id: row.domainId } };
+    const project = row.projectId ? await this.repository.findProject(em, row.projectId) : null;
+    return project?.domainId ? { project: { id: project.id, domainId: project.domainId } } : null;
+  }
+
   /** The limits the viewer may see, filtered as asked (a project-scoped caller sees only its project's). */
   async listLimits(filter: LimitQuery, viewer: LimitViewer): Promise<Limit[]> {
     const em = this.store.reader();

@@ -141,7 +141,8 @@ export function registerLimitRoutes(app: App, api: IdentityApi): void {
   });
 
   app.get('/v3/limits/:limit_id', { schema: { params: LimitParams, response: { 200: one('limit', LimitEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:get_limit');
+    // Keystone's target: the limit's project (and its domain) or its domain; none for a limit that does not exist.
+    authorize(api, request, 'identity:get_limit', (await api.limits.ownerOf(request.params.limit_id)) ?? {});
     return { limit: renderLimit(request, await api.limits.getLimit(request.params.limit_id)) };
   });
 
