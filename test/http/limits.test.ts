@@ -1,5 +1,6 @@
 import t from 'tap';
 import { LimitEntity, RegisteredLimitEntity } from '../../src/store/entities.ts';
+import { describeWrite } from '../../src/http/audit.ts';
 import { PUBLIC_URL, startTestApp } from '../helpers/app.ts';
 
 // Keystone's unified limits over HTTP: bodies and links as Keystone 22 answers, its errors, who may
@@ -165,4 +166,22 @@ t.test('registered limits and limits', async (t) => {
   await call('PATCH', `/v3/projects/${project.id}`, { project: { enabled: false } });
   t.equal((await call('DELETE', `/v3/projects/${project.id}`)).statusCode, 204);
   t.equal((await call('GET', `/v3/limits/${gone.id}`)).statusCode, 404);
+});
+
+t.test('audit: one event per limit made, as Keystone sends them', async (t) => {
+  const body = () => ({ limits: [{ id: 'a' }, { id: 'b' }] });
+  t.same(describeWrite('POST', '/v3/limits', {}, body), [
+    { kind: 'resource', operation: 'created', type: 'limit', id: 'a' },
+    { kind: 'resource', operation: 'created', type: 'limit', id: 'b' },
+  ]);
+  t.same(describeWrite('POST', '/v3/registered_limits', {}, () => ({ registered_limits: [{ id: 'r' }] })), [
+    { kind: 'resource', operation: 'created', type: 'registered_limit', id: 'r' },
+  ]);
+  t.same(describeWrite('PATCH', '/v3/registered_limits/:registered_limit_id', { registered_limit_id: 'r' }, () => undefined), {
+    kind: 'resource',
+    operation: 'updated',
+    type: 'registered_limit',
+    id: 'r',
+  });
+  t.same(describeWrite('DELETE', '/v3/limits/:limit_id', { limit_id: 'a' }, () => undefined), { kind: 'resource', operation: 'deleted', type: 'limit', id: 'a' });
 });
