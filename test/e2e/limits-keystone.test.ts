@@ -144,6 +144,14 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     await api('PATCH', `/v3/projects/${project}`, { project: { enabled: false } });
     await ask('delete project', 'DELETE', `/v3/projects/${project}`);
     await ask('its limit is gone', 'GET', `/v3/limits/${gone}`);
+    // A domain deleted leaves its limits (Keystone 22 does).
+    const domain = name((await api('POST', '/v3/domains', { domain: { name: `${prefix}-dom` } })).body.domain.id, 'DOM');
+    const kept = await api('POST', '/v3/limits', { limits: [{ domain_id: domain, service_id: service, resource_name: 'cores', resource_limit: 2 }] });
+    const keptId = name(kept.body.limits[0].id, 'L-KEPT');
+    await api('PATCH', `/v3/domains/${domain}`, { domain: { enabled: false } });
+    await ask('delete domain', 'DELETE', `/v3/domains/${domain}`);
+    await ask("a deleted domain's limit", 'GET', `/v3/limits/${keptId}`);
+    await ask("delete a deleted domain's limit", 'DELETE', `/v3/limits/${keptId}`);
     await api('DELETE', `/v3/limits/${ofDomain}`);
   } finally {
     // Everything this run made: limits, registered limits, then the project, service and region.
@@ -269,6 +277,12 @@ const KEYSTONE: Record<string, Seen> = {
   'delete missing registered': { status: 404, said: 'Could not find registered limit for no-such-limit.' },
   'delete project': { status: 204, said: null },
   'its limit is gone': { status: 404, said: null },
+  'delete domain': { status: 204, said: null },
+  "a deleted domain's limit": {
+    status: 200,
+    said: { limit: projectLimit({ id: 'L-KEPT', project_id: null, domain_id: 'DOM', resource_limit: 2, links: { self: 'BASE/v3/limits/L-KEPT' } }) },
+  },
+  "delete a deleted domain's limit": { status: 204, said: null },
 };
 
 /** The last step's message names a limit id made in the run: only its status is compared. */

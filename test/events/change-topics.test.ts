@@ -60,6 +60,11 @@ t.test('writes → topics', async (t) => {
   t.same(sorted(topicsOfWrites(writesOf('delete from "identity_user" where "id" = $1'))), ['assignment', 'credential', 'identity']);
   t.same(sorted(topicsOfWrites(writesOf('delete from "group_membership" where "user_id" = $1'))), ['assignment', 'identity'], 'memberships give roles');
   t.same(sorted(topicsOfWrites(writesOf('insert into "revocation_event" ("id") values ($1)'))), ['revocation']);
+  t.same(
+    sorted(topicsOfWrites(writesOf('insert into "registered_limit" ("id") values ($1)', 'update "limit" set "resource_limit" = $1 where "id" = $2', 'delete from "limit" where "id" = $1'))),
+    [],
+    'unified limits: no cache holds them (a known table, not "anything")',
+  );
   t.same(sorted(topicsOfWrites(writesOf('select 1'))), [], 'nothing written, nothing changed');
   t.same(sorted(topicsOfWrites(writesOf('insert into "some_new_table" ("id") values ($1)'))), sorted(CHANGE_TOPICS), 'an unmapped table: every topic');
   t.same(sorted(topicsOfWrites(writesOf('truncate "role"'))), sorted(CHANGE_TOPICS), 'an unknown statement: every topic');

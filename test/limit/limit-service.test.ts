@@ -163,10 +163,18 @@ t.test('limits: need their registered limit, which they then hold in place', asy
   await resources.deleteProject(project.id);
   t.equal(await repository.findLimit(store.reader(), mine!.id), null);
   await limits.deleteLimit(ofDomain!.id);
-  await limits.deleteRegisteredLimit(gigabytes!.id);
-  t.pass('with no limit left, the registered limit goes');
+
+  // A domain deleted leaves its limits (Keystone 22 does).
+  const doomed = await resources.createDomain({ name: named('doomed') });
+  const [ofDoomed] = await limits.createLimits([{ domainId: doomed.id, serviceId: service.id, resourceName: 'gigabytes', resourceLimit: 1 }]);
+  await resources.updateDomain(doomed.id, { enabled: false });
+  await resources.deleteDomain(doomed.id);
+  t.ok(await repository.findLimit(store.reader(), ofDoomed!.id), "a deleted domain's limit stays");
+  await limits.deleteLimit(ofDoomed!.id);
 
   // A service or region deleted leaves its registered limits (Keystone 22 does).
+  await limits.deleteRegisteredLimit(gigabytes!.id);
+  t.pass('with no limit left, the registered limit goes');
   const [kept] = await limits.createRegisteredLimits([{ serviceId: service.id, regionId: region.id, resourceName: 'backups', defaultLimit: 1 }]);
   await catalog.deleteService(service.id);
   t.ok(await repository.findRegisteredLimit(store.reader(), kept!.id), 'still there');
