@@ -49,6 +49,7 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
   let service = '';
   let region = '';
   let project = '';
+  let user = '';
   try {
     service = name((await api('POST', '/v3/services', { service: { type: `${prefix}-svc` } })).body.service.id, 'SVC');
     region = (await api('POST', '/v3/regions', { region: { id: `${prefix}-region` } })).body.region.id;
@@ -124,6 +125,28 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     // The admin's token is scoped to the admin project: only that project's limits are listed.
     await ask('list limits (project-scoped admin)', 'GET', `/v3/limits?service_id=${service}`);
     await ask('list limits of another project', 'GET', `/v3/limits?project_id=${project}`);
+    // Other scopes: a member of the project sees its limits; a domain reader sees its projects' and its domain's.
+    const password = `Pw-${prefix}-1a!`;
+    user = (await api('POST', '/v3/users', { user: { name: `${prefix}-user`, domain_id: 'default', password } })).body.user.id;
+    const roleId = async (role: string) => ((await api('GET', `/v3/roles?name=${role}`)).body.roles as { id: string }[])[0]!.id;
+    await api('PUT', `/v3/projects/${project}/users/${user}/roles/${await roleId('member')}`);
+    await api('PUT', `/v3/domains/default/users/${user}/roles/${await roleId('reader')}`);
+    const tokenFor = async (scope: unknown) => {
+      const answer = await call(`${base}/v3/auth/tokens`, { method: 'POST', body: passwordAuth({ name: `${prefix}-user`, domainId: 'default' }, password, scope) });
+      if (answer.status !== 201) throw new Error(`user login: ${answer.status} ${JSON.stringify(answer.body)}`);
+      return answer.token;
+    };
+    const asUser = async (step: string, token: string, path: string) => {
+      const answer = await call(`${base}${path}`, { method: 'GET', token });
+      const rows = (answer.body?.limits as { id: string; service_id: string }[] | undefined) ?? [];
+      seen[step] = { status: answer.status, said: answer.body?.error ? named(answer.body.error.message) : rows.filter((row) => row.service_id === service).map((row) => named(row.id)) };
+    };
+    const memberToken = await tokenFor({ project: { id: project } });
+    await asUser('list limits as the project member', memberToken, `/v3/limits?service_id=${service}`);
+    await asUser('list limits as the project member, by domain', memberToken, `/v3/limits?service_id=${service}&domain_id=default`);
+    const domainToken = await tokenFor({ domain: { id: 'default' } });
+    await asUser('list limits as the domain reader', domainToken, `/v3/limits?service_id=${service}`);
+    await asUser('list limits as the domain reader, by project', domainToken, `/v3/limits?service_id=${service}&project_id=${project}`);
     await ask('get limit', 'GET', `/v3/limits/${mine}`);
     await ask('get missing limit', 'GET', '/v3/limits/no-such-limit');
     await ask('patch limit', 'PATCH', `/v3/limits/${mine}`, { limit: { resource_limit: 7, description: 'seven' } });
@@ -168,6 +191,7 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
       await api('DELETE', `/v3/projects/${project}`);
     }
     if (region) await api('DELETE', `/v3/regions/${region}`);
+    if (user) await api('DELETE', `/v3/users/${user}`);
   }
   return seen;
 }
@@ -262,6 +286,10 @@ const KEYSTONE: Record<string, Seen> = {
   'delete domain limit': { status: 204, said: null },
   'list limits (project-scoped admin)': { status: 200, said: { limits: [], links: listLinks('limits?service_id=SVC') } },
   'list limits of another project': { status: 200, said: { limits: [], links: listLinks('limits?project_id=PROJ') } },
+  'list limits as the project member': { status: 200, said: ['L-PROJ'] },
+  'list limits as the project member, by domain': { status: 200, said: [] },
+  'list limits as the domain reader': { status: 200, said: ['L-PROJ', 'L-DOM'] },
+  'list limits as the domain reader, by project': { status: 200, said: ['L-PROJ'] },
   'get limit': { status: 200, said: { limit: projectLimit() } },
   'get missing limit': { status: 404, said: 'Could not find limit for no-such-limit.' },
   'patch limit': { status: 200, said: { limit: projectLimit({ resource_limit: 7, description: 'seven' }) } },
