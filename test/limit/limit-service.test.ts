@@ -88,6 +88,17 @@ t.test('registered limits: created all or none, unique per service, region and r
   await t.rejects(limits.deleteRegisteredLimit(ram!.id), { name: 'NotFoundError' });
 });
 
+t.test('two writers racing for one registered limit: one wins, the other gets Keystone\'s 409', async (t) => {
+  const service = await catalog.createService({ type: named('race') });
+  const create = () => limits.createRegisteredLimits([{ serviceId: service.id, resourceName: 'cores', defaultLimit: 1 }]);
+  const results = await Promise.allSettled([create(), create(), create()]);
+  t.equal(results.filter((result) => result.status === 'fulfilled').length, 1);
+  for (const result of results) {
+    if (result.status === 'rejected') t.match(result.reason, { name: 'ConflictError', message: 'Conflict occurred attempting to store registered_limit - Duplicate entry.' });
+  }
+  t.equal((await limits.listRegisteredLimits({ serviceId: service.id })).length, 1);
+});
+
 t.test('limits: need their registered limit, which they then hold in place', async (t) => {
   const service = await catalog.createService({ type: named('volume') });
   const region = await catalog.createRegion({ id: named('region') });
