@@ -50,6 +50,7 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
   let region = '';
   let project = '';
   let user = '';
+  let domain = '';
   try {
     service = name((await api('POST', '/v3/services', { service: { type: `${prefix}-svc` } })).body.service.id, 'SVC');
     region = (await api('POST', '/v3/regions', { region: { id: `${prefix}-region` } })).body.region.id;
@@ -168,7 +169,7 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     await ask('delete project', 'DELETE', `/v3/projects/${project}`);
     await ask('its limit is gone', 'GET', `/v3/limits/${gone}`);
     // A domain deleted leaves its limits (Keystone 22 does).
-    const domain = name((await api('POST', '/v3/domains', { domain: { name: `${prefix}-dom` } })).body.domain.id, 'DOM');
+    domain = name((await api('POST', '/v3/domains', { domain: { name: `${prefix}-dom` } })).body.domain.id, 'DOM');
     const kept = await api('POST', '/v3/limits', { limits: [{ domain_id: domain, service_id: service, resource_name: 'cores', resource_limit: 2 }] });
     const keptId = name(kept.body.limits[0].id, 'L-KEPT');
     await api('PATCH', `/v3/domains/${domain}`, { domain: { enabled: false } });
@@ -177,7 +178,8 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     await ask("delete a deleted domain's limit", 'DELETE', `/v3/limits/${keptId}`);
     await api('DELETE', `/v3/limits/${ofDomain}`);
   } finally {
-    // Everything this run made: limits, registered limits, then the project, service and region.
+    // Everything this run made (when a step failed half-way too): limits, registered limits, then the
+    // service, project, region, user and domain (a domain's limits stay after it: listed by service).
     const ofRun = (rows: { id: string; service_id: string }[] | undefined) => (rows ?? []).filter((row) => row.service_id === service);
     if (service) {
       for (const limit of ofRun((await api('GET', `/v3/limits?service_id=${service}`)).body?.limits)) await api('DELETE', `/v3/limits/${limit.id}`);
@@ -192,6 +194,10 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     }
     if (region) await api('DELETE', `/v3/regions/${region}`);
     if (user) await api('DELETE', `/v3/users/${user}`);
+    if (domain) {
+      await api('PATCH', `/v3/domains/${domain}`, { domain: { enabled: false } });
+      await api('DELETE', `/v3/domains/${domain}`);
+    }
   }
   return seen;
 }
