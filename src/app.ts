@@ -5,6 +5,7 @@ import Fastify, { type FastifyBaseLogger } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from 'pino';
 import { AssignmentService } from './assignment/assignment-service.ts';
+import { LimitService } from './limit/limit-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { PolicyStoreService } from './policy-store/policy-store-service.ts';
 import { EndpointFilterService } from './catalog/endpoint-filter-service.ts';
@@ -384,6 +385,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       applicationCredentials,
       catalog,
       endpointFilter,
+      limits: new LimitService(store),
       clientCatalog,
       policies: new PolicyStoreService(store, catalog),
       tokens,

@@ -74,6 +74,9 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   project_endpoint: { write: ['catalog'] },
   endpoint_group: { write: ['catalog'] },
   project_endpoint_group: { write: ['catalog'] },
+  // Unified limits: no cache holds them (each request reads them), so their writes change no topic.
+  registered_limit: { write: [] },
+  limit: { write: [] },
   revocation_event: { write: ['revocation'] },
   // UUID tokens are rows: deleting one revokes it.
   token: { write: ['revocation'] },

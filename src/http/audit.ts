@@ -46,6 +46,14 @@ const SINGULAR: Record<string, string> = {
   services: 'service',
   endpoints: 'endpoint',
   policies: 'policy',
+  registered_limits: 'registered_limit',
+  limits: 'limit',
+};
+
+/** Routes that create a list in one request (unified limits): one event per entity made, as Keystone sends. */
+const CREATED_LISTS: Record<string, { key: string; type: string }> = {
+  '/v3/registered_limits': { key: 'registered_limits', type: 'registered_limit' },
+  '/v3/limits': { key: 'limits', type: 'limit' },
 };
 
 const GRANT = /\/(users|groups)\/:actor_id\/roles\/:role_id(\/inherited_to_projects)?$/;
@@ -59,10 +67,16 @@ export function describeWrite(
   url: string,
   params: Record<string, string>,
   responseBody: () => Record<string, unknown> | undefined,
-): WriteAudit | null | undefined {
+): WriteAudit | WriteAudit[] | null | undefined {
   if (NOT_AUDITED_HERE.has(`${method} ${url}`)) return null;
   // Keystone sends no notification for an OS-ENDPOINT-POLICY association (its manager audits nothing).
   if (url.startsWith('/v3/policies/:policy_id/OS-ENDPOINT-POLICY/')) return null;
+  const list = method === 'POST' ? CREATED_LISTS[url] : undefined;
+  if (list) {
+    const rows = responseBody()?.[list.key];
+    const ids = Array.isArray(rows) ? rows.map((row: { id?: unknown }) => row?.id).filter((id): id is string => typeof id === 'string') : [];
+    return ids.map((id) => ({ kind: 'resource', operation: 'created', type: list.type, id }));
+  }
   const grant = GRANT.exec(url);
   if (grant && (method === 'PUT' || method === 'DELETE')) {
     const actor = grant[1] === 'users' ? { userId: params.actor_id } : { groupId: params.actor_id };
@@ -153,7 +167,7 @@ export function registerAuditHooks(app: App, api: IdentityApi): void {
     const initiator = auditInitiator(api, request, reply);
     // A self-service password change has no token: its original password proved the user.
     if (!request.auth && url === '/v3/users/:user_id/password') initiator.userId = params.user_id;
-    record(api.audit, initiator, audit);
+    for (const each of Array.isArray(audit) ? audit : [audit]) record(api.audit, initiator, each);
     return payload;
   });
 }

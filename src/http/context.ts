@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AssignmentService } from '../assignment/assignment-service.ts';
 import type { CatalogService } from '../catalog/catalog-service.ts';
 import type { EndpointFilterService } from '../catalog/endpoint-filter-service.ts';
+import type { LimitService } from '../limit/limit-service.ts';
 import type { ClientCatalog } from '../catalog/client-catalog.ts';
 import type { Config } from '../config.ts';
 import { AuthenticationError } from '../support/errors.ts';
@@ -43,6 +44,8 @@ export interface IdentityApi {
   catalog: CatalogService;
   /** OS-EP-FILTER: endpoint groups and project associations. */
   endpointFilter: EndpointFilterService;
+  /** Unified limits (registered limits, limits). */
+  limits: LimitService;
   /** The catalog token bodies and GET /v3/auth/catalog show: the gateway's view, or the registered one. */
   clientCatalog: ClientCatalog;
   /** Keystone's policy blobs (/v3/policies) and their endpoint associations. */

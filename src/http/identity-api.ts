@@ -15,6 +15,7 @@ import { registerAuthRoutes } from './routes/auth.ts';
 import { registerCatalogRoutes } from './routes/catalog.ts';
 import { registerPolicyRoutes } from './routes/policies.ts';
 import { registerEndpointFilterRoutes } from './routes/endpoint-filter.ts';
+import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
 import { registerGatewayPolicyRoutes } from './routes/gateway-policy.ts';
@@ -213,6 +214,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerCatalogRoutes(app, api);
   registerPolicyRoutes(app, api);
   registerEndpointFilterRoutes(app, api);
+  registerLimitRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   registerApiDocsRoutes(app, routes);

@@ -3,6 +3,7 @@ import type { AssignmentEntry, Role } from '../assignment/assignment-service.ts'
 import type { CatalogEntry, Endpoint, Region, Service } from '../catalog/catalog-service.ts';
 import type { Group, User } from '../identity/identity-service.ts';
 import type { Policy } from '../policy-store/policy-store-service.ts';
+import type { Limit, RegisteredLimit } from '../limit/limit-service.ts';
 import type { ProjectRow, Json } from '../store/entities.ts';
 import type { Static } from 'typebox';
 import type { RevocationEvent } from '../events/revocation.ts';
@@ -303,4 +304,30 @@ export function renderRevokeEvent(event: RevocationEvent): Static<typeof RevokeE
   // event.expiresAt (a revoked token's expiry) only tells when the event may be pruned: Keystone 22
   // shows a revoked token's event without it.
   return rendered;
+}
+
+export function renderRegisteredLimit(request: FastifyRequest, limit: RegisteredLimit) {
+  return {
+    id: limit.id,
+    service_id: limit.serviceId,
+    region_id: limit.regionId ?? null,
+    resource_name: limit.resourceName,
+    default_limit: limit.defaultLimit,
+    description: limit.description ?? null,
+    links: selfLink(request, 'registered_limits', limit.id),
+  };
+}
+
+export function renderLimit(request: FastifyRequest, limit: Limit) {
+  return {
+    id: limit.id,
+    project_id: limit.projectId ?? null,
+    domain_id: limit.domainId ?? null,
+    resource_limit: limit.resourceLimit,
+    description: limit.description ?? null,
+    service_id: limit.serviceId,
+    region_id: limit.regionId ?? null,
+    resource_name: limit.resourceName,
+    links: selfLink(request, 'limits', limit.id),
+  };
 }

@@ -350,6 +350,60 @@ export const EndpointGroupUpdate = wrap(
   Type.Object({ name: Type.Optional(Name), description: Type.Optional(Description), filters: Type.Optional(Type.Object({}, open)) }, patch),
 );
 
+// ---- unified limits (Keystone's limit/schema.py: closed objects, lists of at least one) ----------
+
+const LimitValue = Type.Integer({ minimum: -1, maximum: 2147483647 });
+const ResourceName = Type.String({ minLength: 1, maxLength: 255 });
+const registeredLimitProperties = {
+  service_id: Id,
+  region_id: Type.Optional(nullable(Type.String())),
+  resource_name: ResourceName,
+  default_limit: LimitValue,
+  description: Type.Optional(Description),
+};
+const closed = { additionalProperties: false } as const;
+export const RegisteredLimitsCreate = Type.Object(
+  { registered_limits: Type.Array(Type.Object(registeredLimitProperties, closed), { minItems: 1 }) },
+  open,
+);
+export const RegisteredLimitUpdate = Type.Object(
+  {
+    registered_limit: Type.Optional(
+      Type.Object(
+        {
+          service_id: Type.Optional(Id),
+          region_id: Type.Optional(nullable(Type.String())),
+          resource_name: Type.Optional(ResourceName),
+          default_limit: Type.Optional(LimitValue),
+          description: Type.Optional(Description),
+        },
+        closed,
+      ),
+    ),
+  },
+  open,
+);
+const limitProperties = {
+  service_id: Id,
+  region_id: Type.Optional(Type.String()),
+  resource_name: ResourceName,
+  resource_limit: LimitValue,
+  description: Type.Optional(Description),
+};
+export const LimitsCreate = Type.Object(
+  {
+    limits: Type.Array(
+      Type.Union([Type.Object({ project_id: Id, ...limitProperties }, closed), Type.Object({ domain_id: Id, ...limitProperties }, closed)]),
+      { minItems: 1 },
+    ),
+  },
+  open,
+);
+export const LimitUpdate = Type.Object(
+  { limit: Type.Optional(Type.Object({ resource_limit: Type.Optional(LimitValue), description: Type.Optional(Description) }, closed)) },
+  open,
+);
+
 // ---- response shapes ---------------------------------------------------------------------------
 
 const Links = Type.Object({ self: Type.String() }, open);
@@ -419,6 +473,29 @@ export const EndpointGroupEntity = entity({ id: Type.String(), name: Type.String
 export const ProjectEndpointGroupBody = Type.Object({
   project_endpoint_group: Type.Object({ endpoint_group_id: Type.String(), project_id: Type.String(), links: Links }),
 });
+
+export const RegisteredLimitEntity = entity({
+  id: Type.String(),
+  service_id: Type.String(),
+  region_id: nullable(Type.String()),
+  resource_name: Type.String(),
+  default_limit: Type.Integer(),
+  description: nullable(Type.String()),
+});
+export const LimitEntity = entity({
+  id: Type.String(),
+  project_id: nullable(Type.String()),
+  domain_id: nullable(Type.String()),
+  resource_limit: Type.Integer(),
+  description: nullable(Type.String()),
+  service_id: Type.String(),
+  region_id: nullable(Type.String()),
+  resource_name: Type.String(),
+});
+export const LimitModelBody = Type.Object({ model: Type.Object({ name: Type.String(), description: Type.String() }) });
+/** A created list: `{"<key>": [entities]}`, no collection links (Keystone drops them). */
+export const created = <K extends string, T extends TSchema>(key: K, schema: T) =>
+  Type.Object({ [key]: Type.Array(schema) } as { [P in K]: ReturnType<typeof Type.Array<T>> });
 
 /** `{"<key>": entity}` */
 export const one = <K extends string, T extends TSchema>(key: K, schema: T) => Type.Object({ [key]: schema } as { [P in K]: T });

@@ -224,6 +224,37 @@ export const ProjectEndpointGroupEntity = defineEntity({
   },
 });
 export type ProjectEndpointGroupRow = InferEntity<typeof ProjectEndpointGroupEntity>;
+/** A service's default for a resource (Keystone's unified limits), in one region or in all. */
+export const RegisteredLimitEntity = defineEntity({
+  name: 'RegisteredLimit',
+  tableName: 'registered_limit',
+  properties: {
+    id: p.string().primary(),
+    serviceId: p.string(),
+    regionId: p.string().nullable(),
+    resourceName: p.string(),
+    defaultLimit: p.integer(),
+    description: p.text().nullable(),
+  },
+});
+export type RegisteredLimitRow = InferEntity<typeof RegisteredLimitEntity>;
+
+/** A project's or a domain's own limit for a registered resource (exactly one of the two is set). */
+export const LimitEntity = defineEntity({
+  name: 'Limit',
+  tableName: 'limit',
+  properties: {
+    id: p.string().primary(),
+    projectId: p.string().nullable(),
+    domainId: p.string().nullable(),
+    serviceId: p.string(),
+    regionId: p.string().nullable(),
+    resourceName: p.string(),
+    resourceLimit: p.integer(),
+    description: p.text().nullable(),
+  },
+});
+export type LimitRow = InferEntity<typeof LimitEntity>;
 
 export const RevocationEventEntity = defineEntity({
   name: 'RevocationEvent',
@@ -326,6 +357,8 @@ export const allEntities = [
   ProjectEndpointEntity,
   EndpointGroupEntity,
   ProjectEndpointGroupEntity,
+  RegisteredLimitEntity,
+  LimitEntity,
   RevocationEventEntity,
   ApplicationCredentialEntity,
   ApplicationCredentialRoleEntity,

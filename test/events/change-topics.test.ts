@@ -65,6 +65,11 @@ t.test('writes → topics', async (t) => {
     ['catalog'],
     'OS-EP-FILTER associations and endpoint groups decide catalogs',
   );
+  t.same(
+    sorted(topicsOfWrites(writesOf('insert into "registered_limit" ("id") values ($1)', 'update "limit" set "resource_limit" = $1 where "id" = $2', 'delete from "limit" where "id" = $1'))),
+    [],
+    'unified limits: no cache holds them (a known table, not "anything")',
+  );
   t.same(sorted(topicsOfWrites(writesOf('select 1'))), [], 'nothing written, nothing changed');
   t.same(
     sorted(topicsOfWrites(writesOf('insert into "policy" ("id") values ($1)', 'delete from "policy_association" where "policy_id" = $1', 'delete from "policy" where "id" = $1'))),

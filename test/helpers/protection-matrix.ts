@@ -214,6 +214,35 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'DELETE', path: '/v3/OS-EP-FILTER/projects/:project/endpoints/none', allowed: ADMINS },
   { method: 'GET', path: '/v3/OS-EP-FILTER/projects/:project/endpoints', allowed: union(ADMINS, SYSTEM_READERS) },
   { method: 'GET', path: '/v3/OS-EP-FILTER/endpoints/none/projects', allowed: union(ADMINS, SYSTEM_READERS) },
+  // unified limits: reads are open to any token (but one limit: its project's, its domain's), writes to admins
+  { method: 'GET', path: '/v3/limits/model', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/registered_limits', allowed: EVERYONE },
+  {
+    method: 'POST',
+    path: '/v3/registered_limits',
+    allowed: ADMINS,
+    body: (unique) => ({ registered_limits: [{ service_id: 'no-such-service', resource_name: `m-${unique}`, default_limit: 1 }] }),
+    note: 'refused by policy before the unknown service is noticed',
+  },
+  { method: 'GET', path: '/v3/registered_limits/:fresh_registered_limit', allowed: EVERYONE },
+  { method: 'PATCH', path: '/v3/registered_limits/:fresh_registered_limit', allowed: ADMINS, body: () => ({ registered_limit: { description: 'x' } }) },
+  { method: 'DELETE', path: '/v3/registered_limits/:fresh_registered_limit', allowed: ADMINS },
+  { method: 'GET', path: '/v3/limits', allowed: EVERYONE, note: 'the list is narrowed to the token\'s scope, not refused' },
+  {
+    method: 'POST',
+    path: '/v3/limits',
+    allowed: ADMINS,
+    body: (unique) => ({ limits: [{ project_id: 'no-such-project', service_id: 'no-such-service', resource_name: `m-${unique}`, resource_limit: 1 }] }),
+    note: 'refused by policy before the unknown service is noticed',
+  },
+  {
+    method: 'GET',
+    path: '/v3/limits/:fresh_limit',
+    allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS, PROJECT_TOKENS),
+    note: "the limit is P's: P's domain and P's tokens read it, another project's do not",
+  },
+  { method: 'PATCH', path: '/v3/limits/:fresh_limit', allowed: ADMINS, body: () => ({ limit: { resource_limit: 2 } }) },
+  { method: 'DELETE', path: '/v3/limits/:fresh_limit', allowed: ADMINS },
   // application credentials and access rules
   { method: 'GET', path: '/v3/users/:self/application_credentials', allowed: EVERYONE },
   { method: 'GET', path: '/v3/users/:user/application_credentials', allowed: union(ADMINS, SYSTEM_READERS) },
@@ -424,6 +453,21 @@ async function fresh(world: MatrixWorld, kind: string): Promise<string> {
     const answer = await client.call('POST', '/v3/endpoints', { token: admin, body: { endpoint: { service_id: service, interface: 'public', url: `http://${name}.test/` } } });
     if (answer.status !== 201) throw new Error(`creating ${kind}: ${answer.status} ${JSON.stringify(answer.body)}`);
     return answer.body.endpoint.id;
+  }
+  if (kind === 'fresh_registered_limit' || kind === 'fresh_limit') {
+    const service = await fresh(world, 'fresh_service');
+    const registered = await client.call('POST', '/v3/registered_limits', {
+      token: admin,
+      body: { registered_limits: [{ service_id: service, resource_name: name, default_limit: 10 }] },
+    });
+    if (registered.status !== 201) throw new Error(`creating ${kind}: ${registered.status} ${JSON.stringify(registered.body)}`);
+    if (kind === 'fresh_registered_limit') return registered.body.registered_limits[0].id;
+    const limit = await client.call('POST', '/v3/limits', {
+      token: admin,
+      body: { limits: [{ project_id: ids.project, service_id: service, resource_name: name, resource_limit: 5 }] },
+    });
+    if (limit.status !== 201) throw new Error(`creating ${kind}: ${limit.status} ${JSON.stringify(limit.body)}`);
+    return limit.body.limits[0].id;
   }
   const [path, body, key] = create[kind]!;
   const answer = await client.call('POST', path, { token: admin, body });
