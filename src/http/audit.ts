@@ -71,6 +71,8 @@ export function describeWrite(
   if (NOT_AUDITED_HERE.has(`${method} ${url}`)) return null;
   // Keystone sends no notification for an OS-ENDPOINT-POLICY association (its manager audits nothing).
   if (url.startsWith('/v3/policies/:policy_id/OS-ENDPOINT-POLICY/')) return null;
+  // Nor for OS-EP-FILTER: the catalog manager hands endpoint groups and associations to its driver, unaudited.
+  if (url.startsWith('/v3/OS-EP-FILTER/')) return null;
   const list = method === 'POST' ? CREATED_LISTS[url] : undefined;
   if (list) {
     const rows = responseBody()?.[list.key];
