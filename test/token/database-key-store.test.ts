@@ -411,9 +411,11 @@ t.test('no log line holds key material or KEY_ENCRYPTION_KEY', async (t) => {
   const keys = await externalKeys(t, database);
   const { keys: stored } = await keys.read('fernet');
   t.equal(stored.length, 3);
-  // A failed reload is logged too: with its cause, without the keys.
-  await keys.store.reader().execute("update token_key_generation set generation = generation + 1 where provider = 'fernet'");
+  // A failed reload is logged too: with its cause, without the keys. The key is broken before the
+  // generation moves: the other way round, a reload (every 50 ms) between the two statements read
+  // the intact keys of the new generation, and nothing ever reloaded the broken one.
   await keys.store.reader().execute("update token_key set ciphertext = '\\x00'::bytea where provider = 'fernet' and number = 0");
+  await keys.store.reader().execute("update token_key_generation set generation = generation + 1 where provider = 'fernet'");
   await waitFor(async () => lines.some((line) => line.includes('Fernet key reload failed')), 'the failed reload to be logged', 10_000);
   t.ok(lines.some((line) => line.includes('reloaded Fernet keys')), 'reloads are logged');
   const secrets = [KEK.toString('base64'), KEK.toString('base64url'), KEK.toString('hex')];
