@@ -8,6 +8,7 @@ import { AssignmentService } from './assignment/assignment-service.ts';
 import { LimitService } from './limit/limit-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { PolicyStoreService } from './policy-store/policy-store-service.ts';
+import { DomainConfigService } from './domain-config/domain-config-service.ts';
 import { EndpointFilterService } from './catalog/endpoint-filter-service.ts';
 import { systemClock, type Clock } from './support/clock.ts';
 import type { Config } from './config.ts';
@@ -261,6 +262,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync.epochOf(CACHE_TOPICS.identity), undefined, accessEpoch);
     const assignments = new AssignmentService(store, identity, resources, revocations, sync.epochOf(CACHE_TOPICS.effectiveRoles), accessEpoch);
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync.epochOf(CACHE_TOPICS.credential), undefined, accessEpoch);
+    // Each domain's own configuration, followed across nodes (change topics): the source of per-domain identity back ends.
+    const domainConfigs = new DomainConfigService(store, resources, { directory: config.domainConfigDirectory, securityCompliance: config.securityCompliance, log });
+    await domainConfigs.start(sync);
+    startedParts.push(() => domainConfigs.stop());
     const catalogGeneration = sync.generationOf(CACHE_TOPICS.catalog);
     const endpointFilter = new EndpointFilterService(store);
     const catalog = new CatalogService(store, catalogGeneration, () => sync.servingLastKnown, endpointFilter);
@@ -386,6 +391,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       catalog,
       endpointFilter,
       limits: new LimitService(store),
+      domainConfigs,
       clientCatalog,
       policies: new PolicyStoreService(store, catalog),
       tokens,
@@ -440,6 +446,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         policyReloader.stop();
         identityPolicyReloader.stop();
         shadowPolicy?.stop();
+        domainConfigs.stop();
         // A connection whose request finishes during the drain would keep the process until its
         // keep-alive timeout: close such connections as they become idle.
         const closeIdle = setInterval(() => server.server.closeIdleConnections(), 100);
