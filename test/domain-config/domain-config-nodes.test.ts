@@ -1,7 +1,5 @@
 import t from 'tap';
-import { buildApplication, type Application } from '../../src/app.ts';
-import { loadConfig } from '../../src/config.ts';
-import { PUBLIC_URL, startTestApp } from '../helpers/app.ts';
+import { startOtherNode, startTestApp } from '../helpers/app.ts';
 import { LOCAL_POSTGRES } from '../helpers/database.ts';
 import { waitFor } from '../helpers/processes.ts';
 import { TEST_REDIS_URL, testRedis } from '../helpers/redis.ts';
@@ -16,17 +14,7 @@ t.test('a configuration written on one node reaches the other node\'s map and li
   }
   const channel = `${redis.prefix}events`;
   const writer = await startTestApp(t, { REDIS_URL: TEST_REDIS_URL, REDIS_EVENTS_CHANNEL: channel }, { databaseServer: process.env.TEST_DATABASE_URL || LOCAL_POSTGRES });
-  const config = loadConfig({
-    DATA_DIR: writer.config.dataDir,
-    DATABASE_URL: writer.config.databaseUrl!,
-    PUBLIC_URL,
-    PASSWORD_HASH_ROUNDS: '4',
-    LOG_LEVEL: 'silent',
-    REDIS_URL: TEST_REDIS_URL,
-    REDIS_EVENTS_CHANNEL: channel,
-  });
-  const other: Application = await buildApplication(config, { clock: writer.clock, logger: false });
-  t.teardown(() => other.close());
+  const other = await startOtherNode(t, writer, { REDIS_URL: TEST_REDIS_URL, REDIS_EVENTS_CHANNEL: channel });
   const told: string[] = [];
   other.domainConfigs.onChange((domainId) => told.push(domainId));
 

@@ -89,7 +89,7 @@ t.test('the domain configuration API answers as Keystone 22 does', { skip }, asy
   const ours = await scenario(`http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`, ADMIN_PASSWORD);
   const keystone = await scenario(PEER_URL, PEER_PASSWORD);
   if (keystone['put']?.status === 403 || keystone['put']?.status === 501) {
-    t.skip(`the peer does not serve the domain configuration API: ${JSON.stringify(keystone['put'])}`);
+    await t.test('the comparison', { skip: `the peer does not serve the domain configuration API: ${JSON.stringify(keystone['put'])}` }, async () => {});
     return;
   }
   for (const step of Object.keys(keystone)) t.same(ours[step], keystone[step], step);
