@@ -1,3 +1,4 @@
+import { watch } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { DomainConfigGroups } from '../identity/domain-identity-config.ts';
@@ -6,6 +7,9 @@ import { isSensitive, isWhitelisted, WHITELISTED_OPTIONS } from './domain-config
 interface Logger {
   warn(object: object, message: string): void;
 }
+
+// Names whose change can alter the domain files; '..data' is the symlink a Kubernetes ConfigMap swaps.
+const RELEVANT = /^keystone\..+\.conf$|^\.\.data$/;
 
 /** A domain's configuration read from `keystone.<domain name>.conf` in DOMAIN_CONFIG_DIR. */
 export interface DomainConfigFile {
@@ -91,4 +95,29 @@ function typed(value: string, byDefault: unknown): unknown {
   if (typeof byDefault === 'number' && value !== '' && Number.isFinite(Number(value))) return Number(value);
   if (Array.isArray(byDefault)) return value === '' ? [] : value.split(',').map((item) => item.trim());
   return value;
+}
+
+/**
+ * Calls `changed` once the files of `directory` stop changing for `debounceMs` (a file added, edited
+ * or removed); returns a function that stops watching. A directory that cannot be watched is logged.
+ */
+export function watchDomainConfigFiles(directory: string, changed: () => void, log: Logger, debounceMs = 100): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const watcher = watch(directory, { persistent: false }, (_event, filename) => {
+      if (filename !== null && !RELEVANT.test(String(filename))) return;
+      clearTimeout(timer);
+      timer = setTimeout(changed, debounceMs);
+      timer.unref();
+    });
+    watcher.on('error', (error) => log.warn({ directory, reason: error.message }, 'DOMAIN_CONFIG_DIR watch failed: its files are read again only at a restart'));
+    watcher.unref();
+    return () => {
+      clearTimeout(timer);
+      watcher.close();
+    };
+  } catch (error) {
+    log.warn({ directory, reason: error instanceof Error ? error.message : 'unwatchable' }, 'DOMAIN_CONFIG_DIR cannot be watched: its files are read again only at a restart');
+    return () => {};
+  }
 }

@@ -5,7 +5,7 @@ import type { DomainConfigGroups, DomainIdentityConfigSource } from '../identity
 import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-service.ts';
 import type { Store } from '../store/database.ts';
 import { ForbiddenError, NotFoundError, ValidationError } from '../support/errors.ts';
-import { readDomainConfigFiles, type DomainConfigFile } from './domain-config-files.ts';
+import { readDomainConfigFiles, watchDomainConfigFiles, type DomainConfigFile } from './domain-config-files.ts';
 import { isSensitive, isSupportedGroup, isWhitelisted, READABLE_SECURITY_COMPLIANCE, WHITELISTED_OPTIONS } from './domain-config-options.ts';
 import { DomainConfigRepository, type StoredOption } from './domain-config-repository.ts';
 
@@ -58,6 +58,7 @@ export class DomainConfigService implements DomainIdentityConfigSource {
   private rebuilding: Promise<void> | undefined;
   private rebuildAgain = false;
   private stopWatching: (() => void) | undefined;
+  private stopFileWatch: (() => void) | undefined;
 
   constructor(
     private readonly store: Store,
@@ -65,16 +66,20 @@ export class DomainConfigService implements DomainIdentityConfigSource {
     private readonly options: DomainConfigServiceOptions,
   ) {}
 
-  /** Reads DOMAIN_CONFIG_DIR and the stored configurations, then follows `changes`. */
+  /** Reads DOMAIN_CONFIG_DIR and the stored configurations, then follows `changes` and the files. */
   async start(changes?: ChangeFeed): Promise<void> {
     await this.loadFiles();
     await this.refresh();
     this.stopWatching = changes?.onChange(WATCHED, () => void this.refresh());
+    const directory = this.options.directory;
+    if (directory) this.stopFileWatch = watchDomainConfigFiles(directory, () => void this.reloadFiles(), this.options.log);
   }
 
   stop(): void {
     this.stopWatching?.();
     this.stopWatching = undefined;
+    this.stopFileWatch?.();
+    this.stopFileWatch = undefined;
   }
 
   // ---- DomainIdentityConfigSource ----------------------------------------------------------
@@ -87,7 +92,7 @@ export class DomainConfigService implements DomainIdentityConfigSource {
     this.listeners.add(listener);
   }
 
-  /** Reads DOMAIN_CONFIG_DIR again (it is read at start; this is the operator's reload). */
+  /** Reads DOMAIN_CONFIG_DIR again (at start, and when its files change: the directory is watched). */
   async reloadFiles(): Promise<void> {
     await this.loadFiles();
     await this.refresh();

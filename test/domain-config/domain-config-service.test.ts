@@ -85,6 +85,21 @@ t.test('DOMAIN_CONFIG_DIR: file-configured domains, read-only through the API; u
   await waitFor(async () => configs.configured().has(late.id), 'the late domain\'s file to apply', 5000);
   t.same(configs.configured().get(late.id), { ldap: { url: 'ldap://late.example' } });
 
+  // The directory is watched: a file edited, added or removed takes effect without a restart.
+  const told: string[] = [];
+  configs.onChange((domainId) => told.push(domainId));
+  fs.writeFileSync(path.join(directory, 'keystone.late.conf'), '[ldap]\nurl = ldap://late2.example\n');
+  await waitFor(async () => configs.configured().get(late.id)?.ldap?.url === 'ldap://late2.example', 'the edited file to apply', 5000);
+  const added = (await call('POST', '/v3/domains', { domain: { name: 'added' } })).json().domain;
+  t.equal((await call('PUT', `/v3/domains/${added.id}/config`, { config: { identity: { driver: 'sql' } } })).statusCode, 201, 'configured through the API first');
+  fs.writeFileSync(path.join(directory, 'keystone.added.conf'), '[identity]\ndriver = ldap\n');
+  await waitFor(async () => configs.configured().get(added.id)?.identity?.driver === 'ldap', 'the new file to apply', 5000);
+  t.same((await call('GET', `/v3/domains/${added.id}/config`)).json(), { config: { identity: { driver: 'ldap' } } }, 'the file wins over what the API stored');
+  fs.rmSync(path.join(directory, 'keystone.late.conf'));
+  await waitFor(async () => !configs.configured().has(late.id), 'the removed file to stop applying', 5000);
+  t.equal((await call('PUT', `/v3/domains/${late.id}/config`, { config: { identity: { driver: 'sql' } } })).statusCode, 201, 'the domain is configurable through the API again');
+  t.ok(told.includes(late.id) && told.includes(added.id), 'listeners were told');
+
   const warnings = log.lines.map((line) => `${line.msg} ${line.file ?? ''} ${line.group ?? ''}`);
   t.ok(warnings.some((w) => w.startsWith('domain configuration file skipped: no domain has this name') && w.includes('keystone.nowhere.conf')), 'an unknown domain name is logged');
   t.ok(warnings.some((w) => w.includes('option skipped') && w.includes(' foo')), 'an unknown group is logged');
