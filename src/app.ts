@@ -259,13 +259,14 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
     // Each cache drops what it holds when a topic it depends on changes (events/change-topics.ts).
     const resources = new ResourceService(store, revocations, clock, sync.epochOf(CACHE_TOPICS.resource));
-    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync.epochOf(CACHE_TOPICS.identity), undefined, accessEpoch);
-    const assignments = new AssignmentService(store, identity, resources, revocations, sync.epochOf(CACHE_TOPICS.effectiveRoles), accessEpoch);
-    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync.epochOf(CACHE_TOPICS.credential), undefined, accessEpoch);
-    // Each domain's own configuration, followed across nodes (change topics): the source of per-domain identity back ends.
+    // Each domain's own configuration, followed across nodes (change topics): the source of per-domain identity back ends
+    // (a DomainIdentityConfigSource: built before the identity service, which may be handed it).
     const domainConfigs = new DomainConfigService(store, resources, { directory: config.domainConfigDirectory, securityCompliance: config.securityCompliance, log });
     await domainConfigs.start(sync);
     startedParts.push(() => domainConfigs.stop());
+    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync.epochOf(CACHE_TOPICS.identity), undefined, accessEpoch);
+    const assignments = new AssignmentService(store, identity, resources, revocations, sync.epochOf(CACHE_TOPICS.effectiveRoles), accessEpoch);
+    const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync.epochOf(CACHE_TOPICS.credential), undefined, accessEpoch);
     const catalogGeneration = sync.generationOf(CACHE_TOPICS.catalog);
     const endpointFilter = new EndpointFilterService(store);
     const catalog = new CatalogService(store, catalogGeneration, () => sync.servingLastKnown, endpointFilter);
