@@ -8,6 +8,7 @@ import { AssignmentService } from './assignment/assignment-service.ts';
 import { LimitService } from './limit/limit-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { PolicyStoreService } from './policy-store/policy-store-service.ts';
+import { DomainConfigService } from './domain-config/domain-config-service.ts';
 import { EndpointFilterService } from './catalog/endpoint-filter-service.ts';
 import { systemClock, type Clock } from './support/clock.ts';
 import type { Config } from './config.ts';
@@ -258,6 +259,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
     // Each cache drops what it holds when a topic it depends on changes (events/change-topics.ts).
     const resources = new ResourceService(store, revocations, clock, sync.epochOf(CACHE_TOPICS.resource));
+    // Each domain's own configuration, followed across nodes (change topics): the source of per-domain identity back ends
+    // (a DomainIdentityConfigSource: built before the identity service, which may be handed it).
+    const domainConfigs = new DomainConfigService(store, resources, { directory: config.domainConfigDirectory, securityCompliance: config.securityCompliance, log });
+    await domainConfigs.start(sync);
+    startedParts.push(() => domainConfigs.stop());
     const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync.epochOf(CACHE_TOPICS.identity), undefined, accessEpoch);
     const assignments = new AssignmentService(store, identity, resources, revocations, sync.epochOf(CACHE_TOPICS.effectiveRoles), accessEpoch);
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync.epochOf(CACHE_TOPICS.credential), undefined, accessEpoch);
@@ -386,6 +392,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       catalog,
       endpointFilter,
       limits: new LimitService(store),
+      domainConfigs,
       clientCatalog,
       policies: new PolicyStoreService(store, catalog),
       tokens,
@@ -440,6 +447,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         policyReloader.stop();
         identityPolicyReloader.stop();
         shadowPolicy?.stop();
+        domainConfigs.stop();
         // A connection whose request finishes during the drain would keep the process until its
         // keep-alive timeout: close such connections as they become idle.
         const closeIdle = setInterval(() => server.server.closeIdleConnections(), 100);

@@ -67,6 +67,11 @@ export interface Config {
   bodyLimitBytes: number;
   /** Body limit of the routes anyone may call (token issue, password change); at most bodyLimitBytes. */
   publicBodyLimitBytes: number;
+  /**
+   * DOMAIN_CONFIG_DIR: operators' per-domain configuration files, `keystone.<domain name>.conf`
+   * (Keystone's domain_config_dir), read at start; undefined: none (domains are configured through the API).
+   */
+  domainConfigDirectory: string | undefined;
   /** Keystone's [security_compliance] options (IDENTITY_*). */
   securityCompliance: SecurityCompliance;
   authRateLimit: AuthRateLimit;
@@ -332,6 +337,7 @@ export function loadConfig(env: Environment = process.env): Config {
     },
     bodyLimitBytes: integer(env, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
     publicBodyLimitBytes: integer(env, 'PUBLIC_BODY_LIMIT_BYTES', 65_536, 1024, 104_857_600),
+    domainConfigDirectory: env.DOMAIN_CONFIG_DIR ? path.resolve(env.DOMAIN_CONFIG_DIR) : undefined,
     securityCompliance: securityCompliance(env),
     authRateLimit: {
       perAddress: integer(env, 'AUTH_RATE_LIMIT_PER_ADDRESS', 300, 0, 1_000_000),

@@ -246,3 +246,9 @@ t.test('database bounds and revocation polling', async (t) => {
     t.throws(() => loadConfig(environment), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${Object.values(environment)[0]}`);
   }
 });
+
+t.test('DOMAIN_CONFIG_DIR: unset is none; a path is resolved', async (t) => {
+  t.equal(loadConfig({}).domainConfigDirectory, undefined);
+  t.equal(loadConfig({ DOMAIN_CONFIG_DIR: '' }).domainConfigDirectory, undefined);
+  t.equal(loadConfig({ DOMAIN_CONFIG_DIR: 'etc/domains' }).domainConfigDirectory, path.resolve('etc/domains'));
+});

@@ -39,10 +39,28 @@ export class ChangeGenerations {
     const mask = maskOf(topics);
     if (mask === 0) return;
     for (const view of this.views) if (view.mask & mask) view.value++;
+    this.tell(mask);
   }
 
   bumpAll(): void {
     for (const view of this.views) view.value++;
+    this.tell(~0);
+  }
+
+  /**
+   * Calls `listener` after each change of one of `topics` (the generations already moved), for what
+   * must act at once rather than find out on its next read; returns a function that stops it.
+   */
+  watch(topics: Iterable<ChangeTopic>, listener: () => void): () => void {
+    const watcher = { mask: maskOf(topics), listener };
+    this.watchers.add(watcher);
+    return () => this.watchers.delete(watcher);
+  }
+
+  private readonly watchers = new Set<{ mask: number; listener: () => void }>();
+
+  private tell(mask: number): void {
+    for (const watcher of this.watchers) if (watcher.mask & mask) watcher.listener();
   }
 
   private view(topics: Iterable<ChangeTopic>): View {

@@ -8,11 +8,13 @@ import type { TableWrites, WriteKind } from '../store/database.ts';
  *   can refer to a row that did not exist, but a lookup that found nothing (by name, by id) may now
  *   find it.
  * - `keys`: the token keys (a token valid under the old ones may not be under the new, and back).
+ * - `domain-config`: a domain's own configuration (its identity back end), held by the domain
+ *   config service's map of configured domains.
  *
  * Gateway and identity policies are files: a reload builds a new policy with its own caches, so no
  * topic says so.
  */
-export const CHANGE_TOPICS = ['revocation', 'identity', 'identity-added', 'resource', 'resource-added', 'assignment', 'credential', 'catalog', 'keys'] as const;
+export const CHANGE_TOPICS = ['revocation', 'identity', 'identity-added', 'resource', 'resource-added', 'assignment', 'credential', 'catalog', 'keys', 'domain-config'] as const;
 export type ChangeTopic = (typeof CHANGE_TOPICS)[number];
 
 export function isChangeTopic(value: unknown): value is ChangeTopic {
@@ -38,6 +40,8 @@ export const CACHE_TOPICS = {
   effectiveRoles: ['assignment', 'identity', 'resource', 'resource-added'],
   /** Services, endpoints and regions: the built catalogs, the gateway's upstream table and X-Service-Catalog. */
   catalog: ['catalog'],
+  /** Each domain's own configuration (API and files): the identity back ends built from it. */
+  domainConfig: ['domain-config'],
 } as const satisfies Record<string, readonly ChangeTopic[]>;
 
 /**
@@ -47,8 +51,8 @@ export const CACHE_TOPICS = {
  */
 const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: readonly ChangeTopic[]; delete?: readonly ChangeTopic[] }> = {
   // Domains and projects. Deleting one takes its users, groups, roles, assignments and credentials,
-  // and its OS-EP-FILTER associations.
-  project: { write: ['resource'], insert: ['resource-added'], delete: ['resource', 'identity', 'assignment', 'credential', 'catalog'] },
+  // its OS-EP-FILTER associations and (a domain) its configuration.
+  project: { write: ['resource'], insert: ['resource-added'], delete: ['resource', 'identity', 'assignment', 'credential', 'catalog', 'domain-config'] },
   // A user deleted takes its passwords, memberships, assignments, credentials and access rules.
   identity_user: { write: ['identity'], insert: ['identity-added'], delete: ['identity', 'assignment', 'credential'] },
   identity_group: { write: ['identity'], insert: ['identity-added'], delete: ['identity', 'assignment'] },
@@ -77,6 +81,8 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   // Unified limits: no cache holds them (each request reads them), so their writes change no topic.
   registered_limit: { write: [] },
   limit: { write: [] },
+  // A domain's own configuration (/v3/domains/{id}/config): its identity back end.
+  domain_config_option: { write: ['domain-config'] },
   revocation_event: { write: ['revocation'] },
   // UUID tokens are rows: deleting one revokes it.
   token: { write: ['revocation'] },

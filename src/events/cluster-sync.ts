@@ -55,6 +55,14 @@ export class ClusterSync {
     return this.changes.generationOf(topics);
   }
 
+  /**
+   * Calls `listener` whenever one of `topics` may have changed, here or on another node (after the
+   * generations moved): for a cache that must be rebuilt at once. Returns a function that stops it.
+   */
+  onChange(topics: readonly ChangeTopic[], listener: () => void): () => void {
+    return this.changes.watch(topics, listener);
+  }
+
   /** The same, with whether caches may be trusted: for a LoadingCache holding data of `topics`. */
   epochOf(topics: readonly ChangeTopic[]): { readonly generation: number; readonly cachesTrusted: boolean } {
     const generation = this.changes.generationOf(topics);

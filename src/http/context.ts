@@ -5,6 +5,7 @@ import type { AssignmentService } from '../assignment/assignment-service.ts';
 import type { CatalogService } from '../catalog/catalog-service.ts';
 import type { EndpointFilterService } from '../catalog/endpoint-filter-service.ts';
 import type { LimitService } from '../limit/limit-service.ts';
+import type { DomainConfigService } from '../domain-config/domain-config-service.ts';
 import type { ClientCatalog } from '../catalog/client-catalog.ts';
 import type { Config } from '../config.ts';
 import { AuthenticationError } from '../support/errors.ts';
@@ -48,6 +49,11 @@ export interface IdentityApi {
   limits: LimitService;
   /** The catalog token bodies and GET /v3/auth/catalog show: the gateway's view, or the registered one. */
   clientCatalog: ClientCatalog;
+  /**
+   * Each domain's own configuration (/v3/domains/{id}/config, DOMAIN_CONFIG_DIR files); also the
+   * DomainIdentityConfigSource of per-domain identity back ends.
+   */
+  domainConfigs: DomainConfigService;
   /** Keystone's policy blobs (/v3/policies) and their endpoint associations. */
   policies: PolicyStoreService;
   tokens: TokenService;

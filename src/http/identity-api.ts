@@ -18,6 +18,7 @@ import { registerEndpointFilterRoutes } from './routes/endpoint-filter.ts';
 import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
+import { registerDomainConfigRoutes } from './routes/domain-config.ts';
 import { registerGatewayPolicyRoutes } from './routes/gateway-policy.ts';
 import { registerGroupRoutes } from './routes/groups.ts';
 import { registerHealthRoutes, type ReadinessProbe } from './routes/health.ts';
@@ -206,6 +207,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   if (api.metrics) registerMetricsRoutes(app, api.metrics, api.config.metricsAllowedNetworks);
   registerAuthRoutes(app, api);
   registerDomainRoutes(app, api);
+  registerDomainConfigRoutes(app, api);
   registerProjectRoutes(app, api);
   registerUserRoutes(app, api);
   registerGroupRoutes(app, api);

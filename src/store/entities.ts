@@ -340,6 +340,20 @@ export const TokenEntity = defineEntity({
   },
 });
 
+/** One option of a domain's own configuration (Keystone's domain config API); sensitive ones are never returned. */
+export const DomainConfigOptionEntity = defineEntity({
+  name: 'DomainConfigOption',
+  tableName: 'domain_config_option',
+  properties: {
+    domainId: p.string().primary(),
+    groupName: p.string().primary(),
+    optionName: p.string().primary(),
+    value: p.json<unknown>().nullable(),
+    sensitive: p.boolean(),
+  },
+});
+export type DomainConfigOptionRow = InferEntity<typeof DomainConfigOptionEntity>;
+
 export const allEntities = [
   ProjectEntity,
   UserEntity,
@@ -365,4 +379,5 @@ export const allEntities = [
   AccessRuleEntity,
   ApplicationCredentialAccessRuleEntity,
   TokenEntity,
+  DomainConfigOptionEntity,
 ];

@@ -123,6 +123,14 @@ export class ForbiddenError extends ServiceError {
   static action(action?: string): ForbiddenError {
     return new ForbiddenError(action ? `You are not authorized to perform the requested action: ${action}.` : ForbiddenError.NOT_AUTHORIZED);
   }
+  /** Keystone's InvalidDomainConfig: a domain configuration (or a request on one) it does not support. */
+  static invalidDomainConfig(reason: string): ForbiddenError {
+    return new ForbiddenError(`Invalid domain specific configuration: ${reason}.`);
+  }
+  /** A domain configured by an operator's file (DOMAIN_CONFIG_DIR): the API does not change it. */
+  static domainConfiguredByFile(domainId: string, file: string): ForbiddenError {
+    return ForbiddenError.invalidDomainConfig(`The configuration of domain ${domainId} is read from the file ${file} and cannot be changed through the API`);
+  }
   /** A domain (or a project acting as one) is deleted only once disabled. */
   static enabledDomainDeletion(): ForbiddenError {
     return new ForbiddenError('Cannot delete a domain that is enabled, please disable it first.');
@@ -134,6 +142,10 @@ export class NotFoundError extends ServiceError {
   readonly kind = 'not_found';
   static of(kind: string, id: string): NotFoundError {
     return new NotFoundError(`Could not find ${kind}: ${id}.`);
+  }
+  /** Keystone's DomainConfigNotFound: `what` is "any options", "group ldap" or "option url in group ldap". */
+  static domainConfig(domainId: string, what: string): NotFoundError {
+    return new NotFoundError(`Could not find ${what} in domain configuration for domain ${domainId}.`);
   }
   /** A role that is not implied by the one named. */
   static implication(priorRoleId: string, impliedRoleId: string): NotFoundError {

@@ -1,13 +1,11 @@
 import t from 'tap';
-import { buildApplication, type Application } from '../../src/app.ts';
-import { loadConfig } from '../../src/config.ts';
 import type { AccessEpoch } from '../../src/events/access-epoch.ts';
 import { ClusterSync, STALE_VALIDATION_MESSAGE } from '../../src/events/cluster-sync.ts';
 import { RedisEventBus, type ClusterMessage, type EventBus } from '../../src/events/event-bus.ts';
 import type { Revocations } from '../../src/events/revocation.ts';
 import type { EntityManager, Store } from '../../src/store/database.ts';
 import { DatabaseHealth } from '../../src/store/database-health.ts';
-import { startTestApp, PUBLIC_URL } from '../helpers/app.ts';
+import { startOtherNode, startTestApp } from '../helpers/app.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import { LOCAL_POSTGRES } from '../helpers/database.ts';
 import { waitFor } from '../helpers/processes.ts';
@@ -26,18 +24,7 @@ t.test('a node that missed the message of a role removal re-reads roles within a
   }
   // The writer has no Redis: none of its commits is announced, as when its publisher is not ready.
   const writer = await startTestApp(t, {}, { databaseServer: process.env.TEST_DATABASE_URL || LOCAL_POSTGRES });
-  const config = loadConfig({
-    DATA_DIR: writer.config.dataDir,
-    DATABASE_URL: writer.config.databaseUrl!,
-    PUBLIC_URL,
-    PASSWORD_HASH_ROUNDS: '4',
-    LOG_LEVEL: 'silent',
-    REDIS_URL: TEST_REDIS_URL,
-    REDIS_EVENTS_CHANNEL: `${redis.prefix}events`,
-    REVOCATION_POLL_INTERVAL_MS: '100',
-  });
-  const reader: Application = await buildApplication(config, { clock: writer.clock, logger: false });
-  t.teardown(() => reader.close());
+  const reader = await startOtherNode(t, writer, { REDIS_URL: TEST_REDIS_URL, REDIS_EVENTS_CHANNEL: `${redis.prefix}events`, REVOCATION_POLL_INTERVAL_MS: '100' });
 
   const { call, login } = writer;
   const roles = Object.fromEntries((await call('GET', '/v3/roles')).json().roles.map((r: { name: string; id: string }) => [r.name, r.id]));

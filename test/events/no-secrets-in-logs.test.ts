@@ -83,6 +83,14 @@ t.test('no password, secret or token ever appears in a log line or the audit str
   // A body the server refuses to parse.
   t.equal((await request({ method: 'POST', url: '/v3/auth/tokens', headers: { 'content-type': 'application/json' }, payload: `{"auth": "${remember('Broken-Json-Secret-5')}` })).statusCode, 400);
 
+  // A domain's LDAP bind password (domain configuration): stored, answered never, logged never; a
+  // refused body that holds one too.
+  const ldapDomain = (await call('POST', '/v3/domains', { domain: { name: 'ldap-secrets' } })).json().domain;
+  const bind = remember('Ldap-Bind-Secret-77');
+  t.equal((await call('PUT', `/v3/domains/${ldapDomain.id}/config`, { config: { identity: { driver: 'ldap' }, ldap: { url: 'ldap://x', password: bind } } })).statusCode, 201);
+  t.equal((await call('PATCH', `/v3/domains/${ldapDomain.id}/config/ldap/password`, { config: { password: remember('Ldap-Bind-Secret-78') } })).statusCode, 200);
+  t.equal((await call('PATCH', `/v3/domains/${ldapDomain.id}/config`, { config: { ldap: { password: remember('Ldap-Bind-Secret-79'), nope: 1 } } })).statusCode, 403);
+
   t.equal((await call('DELETE', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': scoped })).statusCode, 204);
   t.equal((await call('DELETE', `/v3/users/${user.id}`)).statusCode, 204);
 

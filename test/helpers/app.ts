@@ -103,3 +103,21 @@ export async function startTestApp(
   testApp.adminToken = admin.token;
   return testApp;
 }
+
+/**
+ * Another node of `first`'s deployment: the same database and data directory (keys, pepper), its own
+ * process state; `overrides` add settings (REDIS_URL, …). Closed at teardown.
+ */
+export async function startOtherNode(t: Teardown, first: TestApp, overrides: Record<string, string> = {}): Promise<Application> {
+  const config = loadConfig({
+    DATA_DIR: first.config.dataDir,
+    ...(first.config.databaseUrl ? { DATABASE_URL: first.config.databaseUrl } : {}),
+    PUBLIC_URL,
+    PASSWORD_HASH_ROUNDS: '4',
+    LOG_LEVEL: 'silent',
+    ...overrides,
+  });
+  const node = await buildApplication(config, { clock: first.clock, logger: false });
+  t.teardown(() => node.close());
+  return node;
+}

@@ -57,6 +57,23 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'POST', path: '/v3/domains', allowed: ADMINS, body: (unique) => ({ domain: { name: `m-${unique}` } }) },
   { method: 'PATCH', path: '/v3/domains/:fresh_domain', allowed: ADMINS, body: () => ({ domain: { description: 'x' } }) },
   { method: 'DELETE', path: '/v3/domains/:fresh_domain', allowed: ADMINS },
+  // domain configuration: Keystone enforces before it reads anything (callers let through get a 404
+  // where there is no configuration, or the answer); any token reads the default domain's password rules
+  { method: 'GET', path: '/v3/domains/config/default', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/domains/config/ldap/default', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/domains/config/ldap/url/default', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PUT', path: '/v3/domains/:fresh_domain/config', allowed: ADMINS, body: () => ({ config: { identity: { driver: 'sql' } } }) },
+  { method: 'GET', path: '/v3/domains/:domain/config', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PATCH', path: '/v3/domains/:fresh_domain/config', allowed: ADMINS, body: () => ({ config: { identity: { driver: 'sql' } } }) },
+  { method: 'DELETE', path: '/v3/domains/:fresh_domain/config', allowed: ADMINS },
+  { method: 'GET', path: '/v3/domains/:domain/config/ldap', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PATCH', path: '/v3/domains/:fresh_domain/config/identity', allowed: ADMINS, body: () => ({ config: { identity: { driver: 'sql' } } }) },
+  { method: 'DELETE', path: '/v3/domains/:fresh_domain/config/identity', allowed: ADMINS },
+  { method: 'GET', path: '/v3/domains/:domain/config/ldap/url', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PATCH', path: '/v3/domains/:fresh_domain/config/identity/driver', allowed: ADMINS, body: () => ({ config: { driver: 'sql' } }) },
+  { method: 'DELETE', path: '/v3/domains/:fresh_domain/config/identity/driver', allowed: ADMINS },
+  { method: 'GET', path: '/v3/domains/default/config/security_compliance', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/domains/default/config/security_compliance/password_regex', allowed: EVERYONE },
   // projects
   { method: 'GET', path: '/v3/projects', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS) },
   { method: 'GET', path: '/v3/projects/:project', allowed: union(ADMINS, SYSTEM_READERS, DOMAIN_READERS, PROJECT_TOKENS) },
