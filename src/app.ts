@@ -35,6 +35,11 @@ import { ServiceMetrics } from './metrics/service-metrics.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
 import { compileValidator } from './http/schemas.ts';
 import { IdentityService } from './identity/identity-service.ts';
+import { IdentityRepository } from './identity/identity-repository.ts';
+import { NO_DOMAIN_CONFIGS, type DomainIdentityConfigSource } from './identity/domain-identity-config.ts';
+import { IdMappings } from './identity/id-mapping.ts';
+import { ldapDriver } from './identity/ldap/ldap-identity-backend.ts';
+import { SqlIdentityBackend } from './identity/sql-identity-backend.ts';
 import { ApplicationCredentialService } from './identity/application-credential-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
 import { loadPepper, SecretHasher } from './identity/secret-hash.ts';
@@ -69,6 +74,11 @@ export interface BuildOptions {
    * fingerprints of token keys and pepper the nodes sharing the database must agree on.
    */
   keyAgreement?: boolean;
+  /**
+   * Which domains have an identity back end of their own (`[identity] driver = ldap` and their
+   * `[ldap]` options, as Keystone's domain config API holds them). Default: none, every domain SQL.
+   */
+  domainIdentityConfigs?: DomainIdentityConfigSource;
 }
 
 /** Every service, built once and wired together; the HTTP server on top. */
@@ -258,7 +268,27 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const passwords = new PasswordHasher({ bcryptRounds: config.passwordHashRounds });
     // Each cache drops what it holds when a topic it depends on changes (events/change-topics.ts).
     const resources = new ResourceService(store, revocations, clock, sync.epochOf(CACHE_TOPICS.resource));
-    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync.epochOf(CACHE_TOPICS.identity), undefined, accessEpoch);
+    // Each domain's users and groups: SQL, or the directory its configuration names (public ids mapped in SQL).
+    const idMappings = new IdMappings();
+    const identityRepository = new IdentityRepository(new SqlIdentityBackend(), {
+      configs: options.domainIdentityConfigs ?? NO_DOMAIN_CONFIGS,
+      mappings: idMappings,
+      drivers: { ldap: ldapDriver(idMappings, clock) },
+    });
+    await identityRepository.load(store.reader());
+    startedParts.push(() => identityRepository.close());
+    const identity = new IdentityService(
+      store,
+      resources,
+      passwords,
+      revocations,
+      clock,
+      config.securityCompliance,
+      sync.epochOf(CACHE_TOPICS.identity),
+      undefined,
+      accessEpoch,
+      identityRepository,
+    );
     const assignments = new AssignmentService(store, identity, resources, revocations, sync.epochOf(CACHE_TOPICS.effectiveRoles), accessEpoch);
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync.epochOf(CACHE_TOPICS.credential), undefined, accessEpoch);
     const catalogGeneration = sync.generationOf(CACHE_TOPICS.catalog);
@@ -452,6 +482,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         metrics?.close();
         await sync.close();
         redis?.disconnect();
+        await identityRepository.close();
         await store.close();
       },
     };

@@ -340,6 +340,19 @@ export const TokenEntity = defineEntity({
   },
 });
 
+/** Keystone's id_mapping: public ids of the users and groups of directory (LDAP) domains. */
+export const IdMappingEntity = defineEntity({
+  name: 'IdMapping',
+  tableName: 'id_mapping',
+  properties: {
+    publicId: p.string().primary(),
+    domainId: p.string(),
+    localId: p.string(),
+    entityType: p.string(),
+  },
+});
+export type IdMappingRow = InferEntity<typeof IdMappingEntity>;
+
 export const allEntities = [
   ProjectEntity,
   UserEntity,
@@ -365,4 +378,5 @@ export const allEntities = [
   AccessRuleEntity,
   ApplicationCredentialAccessRuleEntity,
   TokenEntity,
+  IdMappingEntity,
 ];
