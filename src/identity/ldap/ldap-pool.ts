@@ -72,26 +72,32 @@ export class LdapPool {
     }
   }
 
-  /** Runs `work` on a pooled admin connection; a connection whose work failed to reach the server is dropped. */
+  /**
+   * Runs `work` on a pooled admin connection. A connection whose work failed to reach the server is
+   * dropped; if it was an idle one (the server may have closed it meanwhile), the work is tried once
+   * more on a new connection, so the first request after the server is back succeeds.
+   */
   async withConnection<T>(work: (client: Client) => Promise<T>): Promise<T> {
-    let client: Client;
-    try {
-      client = await this.acquire();
-    } catch {
-      // Unreachable, or the configured user's bind refused: either way the directory cannot serve.
-      throw UnavailableError.directory();
-    }
-    try {
-      const result = await work(client);
-      this.release(client);
-      return result;
-    } catch (error) {
-      if (isOutage(error)) {
-        this.discard(client);
-        throw outage(error);
+    for (let attempt = 0; ; attempt++) {
+      let pooled: { client: Client; reused: boolean };
+      try {
+        pooled = await this.acquire();
+      } catch {
+        // Unreachable, or the configured user's bind refused: either way the directory cannot serve.
+        throw UnavailableError.directory();
       }
-      this.release(client);
-      throw error;
+      try {
+        const result = await work(pooled.client);
+        this.release(pooled.client);
+        return result;
+      } catch (error) {
+        if (!isOutage(error)) {
+          this.release(pooled.client);
+          throw error;
+        }
+        this.discard(pooled.client);
+        if (!pooled.reused || attempt > 0) throw UnavailableError.directory();
+      }
     }
   }
 
@@ -109,7 +115,7 @@ export class LdapPool {
     } catch (error) {
       if (error instanceof InvalidCredentialsError) return false;
       if (error instanceof ResultCodeError && !isOutage(error)) return false;
-      throw outage(error);
+      throw UnavailableError.directory();
     } finally {
       if (client) await quietlyUnbind(client);
     }
@@ -122,25 +128,25 @@ export class LdapPool {
     await Promise.all(this.idle.splice(0).map(quietlyUnbind));
   }
 
-  private async acquire(): Promise<Client> {
+  private async acquire(): Promise<{ client: Client; reused: boolean }> {
     if (this.closed) throw new Error('closed');
     const ready = this.idle.pop();
     if (ready) {
-      if (ready.isConnected) return ready;
+      if (ready.isConnected) return { client: ready, reused: true };
       this.open--;
       await quietlyUnbind(ready);
     }
     if (this.open < this.options.poolSize) {
       this.open++;
       try {
-        return await this.newAdminClient();
+        return { client: await this.newAdminClient(), reused: false };
       } catch (error) {
         this.open--;
         this.wakeOne();
         throw error;
       }
     }
-    return new Promise<Client>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         const index = this.waiting.indexOf(handOver);
         if (index >= 0) this.waiting.splice(index, 1);
@@ -149,7 +155,7 @@ export class LdapPool {
       const handOver = (client: Client | Error) => {
         clearTimeout(timer);
         if (client instanceof Error) reject(client);
-        else resolve(client);
+        else resolve({ client, reused: true });
       };
       this.waiting.push(handOver);
     });
@@ -180,9 +186,6 @@ export class LdapPool {
   }
 }
 
-function outage(error: unknown): Error {
-  return isOutage(error) ? UnavailableError.directory() : (error as Error);
-}
 
 async function quietlyUnbind(client: Client): Promise<void> {
   try {
