@@ -1,10 +1,10 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { DomainConfigGroups } from '../../src/identity/domain-identity-config.ts';
+import { freePort } from './processes.ts';
 
 const run = promisify(execFile);
 const PEER = path.join(import.meta.dirname, 'ldap-peer');
@@ -29,17 +29,6 @@ export interface LdapPeer {
   stop(): Promise<void>;
   /** Starts a fresh slapd on the same port and directory (the seed again). */
   start(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**
