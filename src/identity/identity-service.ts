@@ -159,6 +159,14 @@ export class IdentityService {
 
   async listUsers(filter: UserFilter): Promise<User[]> {
     const em = this.store.reader();
+    if (filter.ids && filter.domainId === undefined) {
+      // Users by id (names for role assignments) may live in several back ends: each is asked for its own.
+      const users: User[] = [];
+      for (const [backend, ids] of await this.repository.byBackend(filter.ids, em)) {
+        users.push(...(await this.usersOf(backend, em, await backend.listUsers(em, { ...filter, ids }))));
+      }
+      return users;
+    }
     const backend = await this.repository.resolveQuery(filter, em);
     return this.usersOf(backend, em, await backend.listUsers(em, filter));
   }
@@ -471,6 +479,11 @@ export class IdentityService {
 
   async listGroups(filter: GroupFilter & { userId?: string }): Promise<Group[]> {
     const em = this.store.reader();
+    if (filter.ids && filter.domainId === undefined && filter.userId === undefined) {
+      const groups: Group[] = [];
+      for (const [backend, ids] of await this.repository.byBackend(filter.ids, em)) groups.push(...(await backend.listGroups(em, { ...filter, ids })));
+      return groups;
+    }
     return (await this.repository.resolveQuery(filter, em)).listGroups(em, filter);
   }
 

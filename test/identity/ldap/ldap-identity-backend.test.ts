@@ -180,6 +180,34 @@ t.test('an LDAP domain through the API', async (t) => {
     t.equal(bob.status, 201);
     t.equal(bob.body.token.user.id, userId('bob'));
     t.same(bob.body.token.roles.map((role: { name: string }) => role.name).sort(), ['member', 'reader']);
+    // The token validates; effective assignments expand the directory group to its members.
+    const validated = await app.call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': bob.token });
+    t.equal(validated.statusCode, 200);
+    t.equal(validated.json().token.user.id, userId('bob'));
+    const effective = await app.call('GET', `/v3/role_assignments?scope.project.id=${projectId}&effective&include_names`);
+    t.equal(effective.statusCode, 200);
+    t.same(
+      effective
+        .json()
+        .role_assignments.map((assignment: { user: { id: string; name: string; domain: { name: string } }; role: { name: string } }) => [
+          assignment.user.name,
+          assignment.user.id,
+          assignment.user.domain.name,
+          assignment.role.name,
+        ])
+        .sort(),
+      [
+        ['alice', userId('alice'), 'ldap', 'member'],
+        ['alice', userId('alice'), 'ldap', 'reader'],
+        ['bob', userId('bob'), 'ldap', 'member'],
+        ['bob', userId('bob'), 'ldap', 'reader'],
+      ],
+    );
+    const named = await app.call('GET', `/v3/role_assignments?scope.project.id=${projectId}&include_names`);
+    t.same(
+      named.json().role_assignments.map((assignment: { group: { id: string; name: string } }) => [assignment.group.name, assignment.group.id]),
+      [['developers', groupId('developers')]],
+    );
     // carol is not a developer: no role on the project.
     const carol = await app.login({ name: 'carol', domain: { name: 'ldap' } }, 'carol-secret', scope);
     t.equal(carol.status, 401);
