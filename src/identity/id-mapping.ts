@@ -21,6 +21,9 @@ export function publicIdOf(mapping: IdMapping): string {
 
 const PUBLIC_ID = /^[0-9a-f]{64}$/;
 
+/** Mappings written per statement (4 parameters each). */
+const INSERT_CHUNK = 1000;
+
 /**
  * The id_mapping table and an in-memory index of it (loaded at start, added to on every write and
  * on every row read back), so that placing a known public id needs no query.
@@ -53,17 +56,19 @@ export class IdMappings {
     mappings.forEach((mapping, index) => {
       if (!this.byPublicId.has(ids[index]!)) fresh.set(ids[index]!, mapping);
     });
-    if (fresh.size > 0) {
-      const values = [...fresh].flatMap(([publicId, m]) => [publicId, m.domainId, m.localId, m.entityType]);
-      // A single statement outside any transaction: the mapping is a pure function of its key, so a
-      // concurrent writer (another node) writes the same row and the conflict is harmless.
+    const entries = [...fresh];
+    // Statements outside any transaction: the mapping is a pure function of its key, so a concurrent
+    // writer (another node) writes the same row and the conflict is harmless. In chunks, as a
+    // statement has at most 65535 parameters.
+    for (let start = 0; start < entries.length; start += INSERT_CHUNK) {
+      const chunk = entries.slice(start, start + INSERT_CHUNK);
       await em
         .getConnection()
         .execute(
-          `insert into id_mapping (public_id, domain_id, local_id, entity_type) values ${[...fresh].map(() => '(?, ?, ?, ?)').join(', ')} on conflict do nothing`,
-          values,
+          `insert into id_mapping (public_id, domain_id, local_id, entity_type) values ${chunk.map(() => '(?, ?, ?, ?)').join(', ')} on conflict do nothing`,
+          chunk.flatMap(([publicId, m]) => [publicId, m.domainId, m.localId, m.entityType]),
         );
-      for (const [publicId, mapping] of fresh) this.index(publicId, mapping);
+      for (const [publicId, mapping] of chunk) this.index(publicId, mapping);
     }
     return ids;
   }

@@ -35,10 +35,11 @@ export interface LdapPeer {
  * A private slapd for one test file (start.sh installs slapd if missing), on a free port with its own
  * state directory; stopped by its PID when the test ends.
  */
-export async function startLdapPeer(t: { teardown(fn: () => unknown): void }): Promise<LdapPeer> {
+export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, options: { users?: number } = {}): Promise<LdapPeer> {
   const port = await freePort();
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-ldap-'));
-  const env = { ...process.env, LDAP_PORT: String(port), LDAP_PEER_DIR: directory, LDAP_ADMIN_PASSWORD };
+  // users: LARGE mode, user00001..userN (password bulk-secret, every 10th disabled) and group bulk.
+  const env = { ...process.env, LDAP_PORT: String(port), LDAP_PEER_DIR: directory, LDAP_ADMIN_PASSWORD, LDAP_USERS: String(options.users ?? 0) };
   const peer: LdapPeer = {
     url: `ldap://127.0.0.1:${port}`,
     port,
