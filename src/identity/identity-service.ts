@@ -542,8 +542,10 @@ export class IdentityService {
     await this.store.transaction(async (em) => {
       const backend = await this.repository.resolve(groupId, em);
       await this.getGroup(groupId, em);
-      if (!(await (await this.repository.resolve(userId, em)).findUser(em, userId))) throw NotFoundError.of('user', userId);
+      const userBackend = await this.repository.resolve(userId, em);
+      if (!(await userBackend.findUser(em, userId))) throw NotFoundError.of('user', userId);
       const writes = this.writesOf(backend);
+      refuseAcrossBackends(backend, userBackend);
       if (await backend.isMember(em, userId, groupId)) return;
       await writes.addMember(em, userId, groupId);
     });
@@ -577,11 +579,22 @@ export class IdentityService {
 
   private async assertMembership(em: EntityManager, groupId: string, userId: string): Promise<void> {
     await this.getGroup(groupId, em);
-    if (!(await (await this.repository.resolve(userId, em)).findUser(em, userId))) throw NotFoundError.of('user', userId);
-    if (!(await (await this.repository.resolve(groupId, em)).isMember(em, userId, groupId))) {
+    const userBackend = await this.repository.resolve(userId, em);
+    if (!(await userBackend.findUser(em, userId))) throw NotFoundError.of('user', userId);
+    const groupBackend = await this.repository.resolve(groupId, em);
+    refuseAcrossBackends(groupBackend, userBackend);
+    if (!(await groupBackend.isMember(em, userId, groupId))) {
       throw new NotFoundError(`User '${userId}' not found in group '${groupId}'`);
     }
   }
+}
+
+/**
+ * Keystone's CrossBackendNotAllowed: a group's members are users of its own back end (a SQL group
+ * cannot hold a directory user, nor the other way); a Forbidden whose text Keystone hides.
+ */
+function refuseAcrossBackends(groupBackend: IdentityBackend, userBackend: IdentityBackend): void {
+  if (groupBackend !== userBackend) throw ForbiddenError.action();
 }
 
 /** A user id that exists nowhere: failures of unknown users do the same database work as the others'. */

@@ -146,6 +146,25 @@ t.test('an LDAP domain through the API', async (t) => {
     t.equal((await app.login({ name: 'alice', domain: { name: 'ldap' } }, 'alice-secret')).status, 201);
   });
 
+  await t.test('memberships across back ends are refused as Keystone does (CrossBackendNotAllowed, generic 403)', async (t) => {
+    const sqlGroup = await app.call('POST', '/v3/groups', { group: { name: 'sql-staff', domain_id: 'default' } });
+    t.equal(sqlGroup.statusCode, 201);
+    const sqlGroupId = sqlGroup.json().group.id as string;
+    const admin = (await app.call('GET', '/v3/users?name=admin')).json().users[0].id as string;
+    for (const [method, url] of [
+      ['PUT', `/v3/groups/${sqlGroupId}/users/${userId('alice')}`],
+      ['HEAD', `/v3/groups/${sqlGroupId}/users/${userId('alice')}`],
+      ['DELETE', `/v3/groups/${sqlGroupId}/users/${userId('alice')}`],
+      ['HEAD', `/v3/groups/${groupId('developers')}/users/${admin}`],
+    ] as const) {
+      const response = await app.call(method, url);
+      t.equal(response.statusCode, 403, `${method} ${url}`);
+      if (method !== 'HEAD') t.same(response.json(), FORBIDDEN);
+    }
+    const members = await app.call('GET', `/v3/groups/${sqlGroupId}/users`);
+    t.same(members.json().users, [], 'nothing stored');
+  });
+
   await t.test('password authentication binds as the user; every failure is the generic 401', async (t) => {
     const byName = await app.login({ name: 'alice', domain: { name: 'ldap' } }, 'alice-secret');
     t.equal(byName.status, 201);
