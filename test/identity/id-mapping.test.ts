@@ -6,6 +6,7 @@ import { SqlIdentityBackend } from '../../src/identity/sql-identity-backend.ts';
 import { IdMappingEntity } from '../../src/store/entities.ts';
 import { MemoryDomainConfigs } from '../helpers/domain-configs.ts';
 import { openTestStore } from '../helpers/store.ts';
+import { startTestApp } from '../helpers/app.ts';
 
 // Keystone's public ids of directory entities (sha256 of domain_id + entity_type + local_id) and
 // the id_mapping table; the repository places ids through it and rebuilds a domain's back end
@@ -76,4 +77,27 @@ t.test('the repository builds a configured domain back end once, rebuilds it on 
   t.throws(() => repository.backendFor('d2'), { message: /Unknown identity driver "nonsense"/ });
   await repository.close();
   t.equal(built[1]!.closed, true);
+});
+
+t.test('deleting a SQL user still removes its application credentials and access rules (trigger, not foreign key)', async (t) => {
+  const app = await startTestApp(t);
+  const user = (await app.call('POST', '/v3/users', { user: { name: 'leaver', password: 'Leaver-secret-1' } })).json().user.id as string;
+  const project = (await app.call('GET', '/v3/projects?name=admin')).json().projects[0].id as string;
+  const member = (await app.call('GET', '/v3/roles?name=member')).json().roles[0].id as string;
+  t.equal((await app.call('PUT', `/v3/projects/${project}/users/${user}/roles/${member}`)).statusCode, 204);
+  const session = await app.login({ id: user }, 'Leaver-secret-1', { project: { id: project } });
+  const created = await app.call(
+    'POST',
+    `/v3/users/${user}/application_credentials`,
+    { application_credential: { name: 'c', access_rules: [{ service: 'compute', path: '/v2.1/servers', method: 'GET' }] } },
+    session.token,
+  );
+  t.equal(created.statusCode, 201);
+  const count = async (table: string) =>
+    Number((await app.app.store.reader().getConnection().execute<{ n: number }[]>(`select count(*) as n from ${table} where user_id = ?`, [user]))[0]?.n);
+  t.equal(await count('application_credential'), 1);
+  t.equal(await count('access_rule'), 1);
+  t.equal((await app.call('DELETE', `/v3/users/${user}`)).statusCode, 204);
+  t.equal(await count('application_credential'), 0);
+  t.equal(await count('access_rule'), 0);
 });

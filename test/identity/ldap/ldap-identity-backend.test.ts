@@ -199,6 +199,18 @@ t.test('an LDAP domain through the API', async (t) => {
     t.equal(bob.status, 201);
     t.equal(bob.body.token.user.id, userId('bob'));
     t.same(bob.body.token.roles.map((role: { name: string }) => role.name).sort(), ['member', 'reader']);
+    // An LDAP user's application credential (stored in SQL under the public id) authenticates.
+    const credential = await app.call('POST', `/v3/users/${userId('bob')}/application_credentials`, { application_credential: { name: 'bob-cred' } }, bob.token);
+    t.equal(credential.statusCode, 201, credential.body);
+    const { id: credentialId, secret } = credential.json().application_credential as { id: string; secret: string };
+    const viaCredential = await app.request({
+      method: 'POST',
+      url: '/v3/auth/tokens',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ auth: { identity: { methods: ['application_credential'], application_credential: { id: credentialId, secret } } } }),
+    });
+    t.equal(viaCredential.statusCode, 201);
+    t.equal(viaCredential.json().token.user.id, userId('bob'));
     // The token validates; effective assignments expand the directory group to its members.
     const validated = await app.call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': bob.token });
     t.equal(validated.statusCode, 200);
