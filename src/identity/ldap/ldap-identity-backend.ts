@@ -215,8 +215,10 @@ export class LdapIdentityBackend implements IdentityBackend {
     if (query.name) rows = rows.filter((row) => matchesString(row.name, query.name!));
     if (query.enabled !== undefined) rows = rows.filter((row) => row.enabled === query.enabled);
     if (!page) return rows;
-    const start = page.after ? rows.findIndex((row) => row.id === page.after!.id) + 1 : 0;
-    return rows.slice(start, start + page.limit);
+    if (!page.after) return rows.slice(0, page.limit);
+    // The previous page's last user left the directory meanwhile: the list ends there (never starts over).
+    const previous = rows.findIndex((row) => row.id === page.after!.id);
+    return previous < 0 ? [] : rows.slice(previous + 1, previous + 1 + page.limit);
   }
 
   // ---- passwords: the directory's own; nothing stored here -----------------------------------
