@@ -36,6 +36,11 @@ import { ServiceMetrics } from './metrics/service-metrics.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
 import { compileValidator } from './http/schemas.ts';
 import { IdentityService } from './identity/identity-service.ts';
+import { IdentityRepository } from './identity/identity-repository.ts';
+import type { DomainIdentityConfigSource } from './identity/domain-identity-config.ts';
+import { IdMappings } from './identity/id-mapping.ts';
+import { ldapDriver } from './identity/ldap/ldap-identity-backend.ts';
+import { SqlIdentityBackend } from './identity/sql-identity-backend.ts';
 import { ApplicationCredentialService } from './identity/application-credential-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
 import { loadPepper, SecretHasher } from './identity/secret-hash.ts';
@@ -70,6 +75,12 @@ export interface BuildOptions {
    * fingerprints of token keys and pepper the nodes sharing the database must agree on.
    */
   keyAgreement?: boolean;
+  /**
+   * Which domains have an identity back end of their own (`[identity] driver = ldap` and their
+   * `[ldap]` options, as Keystone's domain config API holds them). Default: the domain config
+   * service (the API and DOMAIN_CONFIG_DIR); tests may hand in a source of their own.
+   */
+  domainIdentityConfigs?: DomainIdentityConfigSource;
 }
 
 /** Every service, built once and wired together; the HTTP server on top. */
@@ -264,7 +275,27 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const domainConfigs = new DomainConfigService(store, resources, { directory: config.domainConfigDirectory, securityCompliance: config.securityCompliance, log });
     await domainConfigs.start(sync);
     startedParts.push(() => domainConfigs.stop());
-    const identity = new IdentityService(store, resources, passwords, revocations, clock, config.securityCompliance, sync.epochOf(CACHE_TOPICS.identity), undefined, accessEpoch);
+    // Each domain's users and groups: SQL, or the directory its configuration names (public ids mapped in SQL).
+    const idMappings = new IdMappings();
+    const identityRepository = new IdentityRepository(new SqlIdentityBackend(), {
+      configs: options.domainIdentityConfigs ?? domainConfigs,
+      mappings: idMappings,
+      drivers: { ldap: ldapDriver(idMappings, clock) },
+    });
+    await identityRepository.load(store.reader());
+    startedParts.push(() => identityRepository.close());
+    const identity = new IdentityService(
+      store,
+      resources,
+      passwords,
+      revocations,
+      clock,
+      config.securityCompliance,
+      sync.epochOf(CACHE_TOPICS.identity),
+      undefined,
+      accessEpoch,
+      identityRepository,
+    );
     const assignments = new AssignmentService(store, identity, resources, revocations, sync.epochOf(CACHE_TOPICS.effectiveRoles), accessEpoch);
     const applicationCredentials = new ApplicationCredentialService(store, identity, new SecretHasher(pepper.pepper, passwords), clock, sync.epochOf(CACHE_TOPICS.credential), undefined, accessEpoch);
     const catalogGeneration = sync.generationOf(CACHE_TOPICS.catalog);
@@ -460,6 +491,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         metrics?.close();
         await sync.close();
         redis?.disconnect();
+        await identityRepository.close();
         await store.close();
       },
     };

@@ -2,6 +2,9 @@ import type { EntityManager } from '../store/database.ts';
 import type { GroupRow, Json, PasswordRow, UserRow } from '../store/entities.ts';
 import type { StringMatch } from '../store/filters.ts';
 import type { PageRequest } from '../store/keyset.ts';
+import { ValidationError } from '../support/errors.ts';
+import { identityDriverOf, type DomainConfigGroups, type DomainIdentityConfigSource } from './domain-identity-config.ts';
+import { mayBePublicId, type IdMappings } from './id-mapping.ts';
 
 // The identity back end interface, as Keystone's identity drivers: each domain's users, groups and
 // memberships come from one back end (SQL today; a read-only LDAP directory for some domains next).
@@ -64,6 +67,12 @@ export interface IdentityBackend {
   /** Newest first. */
   passwordHistory(em: EntityManager, userId: string): Promise<PasswordRow[]>;
 
+  /**
+   * For a back end that checks passwords itself (a directory: a bind as the user), whether `password`
+   * is the user's; without it the service verifies the current password row's hash.
+   */
+  checkPassword?(em: EntityManager, user: UserRow, password: string): Promise<boolean>;
+
   // ---- lockout and activity bookkeeping: single statements outside any transaction (see the service)
   /**
    * One more failed authentication, atomically (concurrent attempts all count). A lock that has
@@ -103,25 +112,73 @@ export interface IdentityWrites {
   removeMember(em: EntityManager, userId: string, groupId: string): Promise<void>;
 }
 
+/** A back end built for one domain from its configuration; closed when the configuration changes. */
+export interface DomainBackend extends IdentityBackend {
+  close(): Promise<void>;
+}
+
+/** Builds a domain's back end for a driver named in its configuration (`[identity] driver`). */
+export type DomainBackendFactory = (domainId: string, groups: DomainConfigGroups) => DomainBackend;
+
+export interface DomainBackends {
+  /** The domains with a configuration of their own. */
+  configs: DomainIdentityConfigSource;
+  /** The id_mapping (public ids of directory users and groups). */
+  mappings: IdMappings;
+  /** The drivers other than the default one (sql), by name. */
+  drivers: Readonly<Record<string, DomainBackendFactory>>;
+}
+
 /**
- * Which back end holds what: a domain's users and groups, or the entity with an id. Today every
- * domain's back end is SQL. Resolving is synchronous so the cached paths stay as they are; a
- * domain-specific driver will need Keystone's public-id mapping to place an id.
+ * Which back end holds what: a domain's users and groups, or the entity with an id. A domain whose
+ * configuration names a driver of its own (ldap) gets a back end of that driver, built on first use
+ * and rebuilt after its configuration changes; every other domain's back end is the default (SQL).
+ * An id is placed through Keystone's public-id mapping, kept in memory so resolving a known id is
+ * synchronous (`backendOf`); `resolve` also reads a mapping another node wrote.
  */
 export class IdentityRepository {
+  private readonly built = new Map<string, DomainBackend>();
+
   constructor(
     /** The default back end: every domain without a driver of its own (and lists that name none). */
     readonly defaultBackend: IdentityBackend,
-  ) {}
-
-  /** The back end of a domain's users and groups. */
-  backendFor(_domainId: string): IdentityBackend {
-    return this.defaultBackend;
+    private readonly domains?: DomainBackends,
+  ) {
+    domains?.configs.onChange((domainId) => this.forget(domainId));
   }
 
-  /** The back end that holds the user or group with this id (Keystone: the id mapping, else the default). */
-  backendOf(_id: string): IdentityBackend {
-    return this.defaultBackend;
+  /** Reads the id mapping into memory (before serving). */
+  async load(em: EntityManager): Promise<void> {
+    await this.domains?.mappings.load(em);
+  }
+
+  /** The back end of a domain's users and groups. */
+  backendFor(domainId: string): IdentityBackend {
+    if (!this.domains) return this.defaultBackend;
+    const existing = this.built.get(domainId);
+    if (existing) return existing;
+    const groups = this.domains.configs.configured().get(domainId);
+    const driver = identityDriverOf(groups);
+    if (!groups || driver === undefined || driver === 'sql') return this.defaultBackend;
+    const factory = this.domains.drivers[driver];
+    if (!factory) throw new ValidationError(`Unknown identity driver "${driver}" configured for domain ${domainId}.`);
+    const backend = factory(domainId, groups);
+    this.built.set(domainId, backend);
+    return backend;
+  }
+
+  /** The back end that holds the user or group with this id, from the mapping in memory (else the default). */
+  backendOf(id: string): IdentityBackend {
+    const mapping = this.domains?.mappings.known(id);
+    return mapping ? this.backendFor(mapping.domainId) : this.defaultBackend;
+  }
+
+  /** backendOf, reading the stored mapping of a public id not yet in memory (written by another node). */
+  async resolve(id: string, em: EntityManager): Promise<IdentityBackend> {
+    const backend = this.backendOf(id);
+    if (backend !== this.defaultBackend || !this.domains || !mayBePublicId(id)) return backend;
+    const mapping = await this.domains.mappings.find(em, id);
+    return mapping ? this.backendFor(mapping.domainId) : backend;
   }
 
   /**
@@ -135,15 +192,36 @@ export class IdentityRepository {
     return this.defaultBackend;
   }
 
+  /** backendOfQuery, with `resolve` for the id it is about. */
+  async resolveQuery(query: { groupId?: string; userId?: string; domainId?: string }, em: EntityManager): Promise<IdentityBackend> {
+    if (query.groupId !== undefined) return this.resolve(query.groupId, em);
+    if (query.userId !== undefined) return this.resolve(query.userId, em);
+    return this.backendOfQuery(query);
+  }
+
   /** The ids by the back end holding them. */
-  byBackend(ids: string[]): Map<IdentityBackend, string[]> {
+  async byBackend(ids: string[], em: EntityManager): Promise<Map<IdentityBackend, string[]>> {
     const groups = new Map<IdentityBackend, string[]>();
     for (const id of ids) {
-      const backend = this.backendOf(id);
+      const backend = await this.resolve(id, em);
       const held = groups.get(backend);
       if (held) held.push(id);
       else groups.set(backend, [id]);
     }
     return groups;
+  }
+
+  /** A domain's configuration changed: its back end is built again on next use, the old one closed. */
+  private forget(domainId: string): void {
+    const old = this.built.get(domainId);
+    this.built.delete(domainId);
+    void old?.close().catch(() => {});
+  }
+
+  /** Closes every domain's own back end (connection pools). */
+  async close(): Promise<void> {
+    const backends = [...this.built.values()];
+    this.built.clear();
+    await Promise.all(backends.map((backend) => backend.close().catch(() => {})));
   }
 }

@@ -128,7 +128,7 @@ export class IdentityService {
   // ---- users -----------------------------------------------------------------------------
 
   async getUser(id: string, em: EntityManager = this.store.reader()): Promise<User> {
-    const backend = this.repository.backendOf(id);
+    const backend = await this.repository.resolve(id, em);
     const row = await backend.findUser(em, id);
     if (!row) throw NotFoundError.of('user', id);
     const passwords = await backend.currentPasswords(em, [id]);
@@ -137,7 +137,10 @@ export class IdentityService {
 
   /** The user for token issue and validation (cached; `options` and `extra` are read-only). */
   async findUser(id: string): Promise<User | null> {
-    const load = async () => cacheRow(await this.repository.backendOf(id).findUser(this.store.reader(), id));
+    const load = async () => {
+      const em = this.store.reader();
+      return cacheRow(await (await this.repository.resolve(id, em)).findUser(em, id));
+    };
     let row = await this.userRows.get(id, load);
     // last_active_at changes without a new generation, and only forwards: a cached row may look
     // inactive when the user is not (never the other way), so that verdict is checked first.
@@ -149,14 +152,22 @@ export class IdentityService {
   /** The newest password row of a user (cached, read-only). */
   private async currentPassword(userId: string): Promise<PasswordRow | undefined> {
     const current = await this.currentPasswords.get(userId, async () =>
-      cacheRow((await this.repository.backendOf(userId).currentPasswords(this.store.reader(), [userId])).get(userId) ?? null),
+      cacheRow((await (await this.repository.resolve(userId, this.store.reader())).currentPasswords(this.store.reader(), [userId])).get(userId) ?? null),
     );
     return current ?? undefined;
   }
 
   async listUsers(filter: UserFilter): Promise<User[]> {
     const em = this.store.reader();
-    const backend = this.repository.backendOfQuery(filter);
+    if (filter.ids && filter.domainId === undefined) {
+      // Users by id (names for role assignments) may live in several back ends: each is asked for its own.
+      const users: User[] = [];
+      for (const [backend, ids] of await this.repository.byBackend(filter.ids, em)) {
+        users.push(...(await this.usersOf(backend, em, await backend.listUsers(em, { ...filter, ids }))));
+      }
+      return users;
+    }
+    const backend = await this.repository.resolveQuery(filter, em);
     return this.usersOf(backend, em, await backend.listUsers(em, filter));
   }
 
@@ -170,9 +181,9 @@ export class IdentityService {
    * listUsers read `pageSize` rows at a time (keyset pages, each on a fresh entity manager), for
    * lists too long to hold: the pages in order are listUsers' answer.
    */
-  listUserPages(filter: UserFilter & { groupId?: string }, pageSize: number): AsyncGenerator<Page<User>, void, undefined> {
-    const backend = this.repository.backendOfQuery(filter);
-    return pagesOf<UserRow, User>(
+  async *listUserPages(filter: UserFilter & { groupId?: string }, pageSize: number): AsyncGenerator<Page<User>, void, undefined> {
+    const backend = await this.repository.resolveQuery(filter, this.store.reader());
+    yield* pagesOf<UserRow, User>(
       pageSize,
       (page) => backend.listUsers(this.store.reader(), filter, page),
       (rows) => this.usersOf(backend, this.store.reader(), rows),
@@ -222,7 +233,7 @@ export class IdentityService {
     const name = patch.name?.trim();
     return this.store
       .transaction(async (em) => {
-        const backend = this.repository.backendOf(id);
+        const backend = await this.repository.resolve(id, em);
         const found = await backend.findUser(em, id);
         if (!found) throw NotFoundError.of('user', id);
         const writes = this.writesOf(backend);
@@ -269,7 +280,7 @@ export class IdentityService {
 
   deleteUser(id: string): Promise<void> {
     return this.store.transaction(async (em) => {
-      const backend = this.repository.backendOf(id);
+      const backend = await this.repository.resolve(id, em);
       const row = await backend.findUser(em, id);
       if (!row) throw NotFoundError.of('user', id);
       const writes = this.writesOf(backend);
@@ -305,7 +316,7 @@ export class IdentityService {
    */
   async changePassword(userId: string, originalPassword: string, newPassword: string): Promise<void> {
     const em = this.store.reader();
-    const backend = this.repository.backendOf(userId);
+    const backend = await this.repository.resolve(userId, em);
     const { row: user, current } = await this.checkCredentials(em, await backend.findUser(em, userId), originalPassword, userId, {
       nameDisabled: true,
     });
@@ -356,7 +367,9 @@ export class IdentityService {
     const current = await this.currentPassword(row.id);
     const locked = this.policy.isLocked(row, now);
     // Verified even when locked, so a locked account answers in the same time as any other failure.
-    const verified = await this.hasher.verify(password, current?.passwordHash);
+    // A directory checks its users' passwords itself (a bind as the user).
+    const backend = this.repository.backendFor(row.domainId);
+    const verified = backend.checkPassword ? await backend.checkPassword(em, row, password) : await this.hasher.verify(password, current?.passwordHash);
     // Every failure writes one failure record; the ones Keystone does not count write it for nobody.
     const fail = async (reason: string, counted: boolean, shownToClient = false) => {
       await this.recordFailure(em, counted ? row.id : NOBODY, now);
@@ -403,7 +416,7 @@ export class IdentityService {
    * counters change outside transactions, on any node); the domain of a name comes from the cache.
    */
   private async findUserRow(em: EntityManager, reference: UserReference): Promise<UserRow | null> {
-    if ('id' in reference) return this.repository.backendOf(reference.id).findUser(em, reference.id);
+    if ('id' in reference) return (await this.repository.resolve(reference.id, em)).findUser(em, reference.id);
     const domainId = await this.namedUserDomainId(reference);
     return domainId ? this.repository.backendFor(domainId).findUserByName(em, reference.name, domainId) : null;
   }
@@ -459,13 +472,19 @@ export class IdentityService {
   // ---- groups ----------------------------------------------------------------------------
 
   async getGroup(id: string, em: EntityManager = this.store.reader()): Promise<Group> {
-    const row = await this.repository.backendOf(id).findGroup(em, id);
+    const row = await (await this.repository.resolve(id, em)).findGroup(em, id);
     if (!row) throw NotFoundError.of('group', id);
     return row;
   }
 
-  listGroups(filter: GroupFilter & { userId?: string }): Promise<Group[]> {
-    return this.repository.backendOfQuery(filter).listGroups(this.store.reader(), filter);
+  async listGroups(filter: GroupFilter & { userId?: string }): Promise<Group[]> {
+    const em = this.store.reader();
+    if (filter.ids && filter.domainId === undefined && filter.userId === undefined) {
+      const groups: Group[] = [];
+      for (const [backend, ids] of await this.repository.byBackend(filter.ids, em)) groups.push(...(await backend.listGroups(em, { ...filter, ids })));
+      return groups;
+    }
+    return (await this.repository.resolveQuery(filter, em)).listGroups(em, filter);
   }
 
   createGroup(input: GroupInput): Promise<Group> {
@@ -493,7 +512,7 @@ export class IdentityService {
     return this.store
       .transaction(async (em) => {
         const row = await this.getGroup(id, em);
-        const writes = this.writesOf(this.repository.backendOf(id));
+        const writes = this.writesOf(await this.repository.resolve(id, em));
         if (patch.id !== undefined && patch.id !== id) throw new ValidationError('Cannot change group ID');
         if (patch.domainId !== undefined && patch.domainId !== row.domainId) throw ValidationError.domainChange();
         const changes: GroupChanges = {};
@@ -513,7 +532,7 @@ export class IdentityService {
   deleteGroup(id: string): Promise<void> {
     return this.store.transaction(async (em) => {
       const row = await this.getGroup(id, em);
-      await this.writesOf(this.repository.backendOf(id)).deleteGroup(em, row);
+      await this.writesOf(await this.repository.resolve(id, em)).deleteGroup(em, row);
       // Its grants and memberships go by cascade: its members lose those roles.
       await this.accessEpoch?.bump(em);
     });
@@ -521,10 +540,12 @@ export class IdentityService {
 
   async addUserToGroup(groupId: string, userId: string): Promise<void> {
     await this.store.transaction(async (em) => {
-      const backend = this.repository.backendOf(groupId);
+      const backend = await this.repository.resolve(groupId, em);
       await this.getGroup(groupId, em);
-      if (!(await this.repository.backendOf(userId).findUser(em, userId))) throw NotFoundError.of('user', userId);
+      const userBackend = await this.repository.resolve(userId, em);
+      if (!(await userBackend.findUser(em, userId))) throw NotFoundError.of('user', userId);
       const writes = this.writesOf(backend);
+      refuseAcrossBackends(backend, userBackend);
       if (await backend.isMember(em, userId, groupId)) return;
       await writes.addMember(em, userId, groupId);
     });
@@ -533,7 +554,7 @@ export class IdentityService {
   async removeUserFromGroup(groupId: string, userId: string): Promise<void> {
     await this.store.transaction(async (em) => {
       await this.assertMembership(em, groupId, userId);
-      await this.writesOf(this.repository.backendOf(groupId)).removeMember(em, userId, groupId);
+      await this.writesOf(await this.repository.resolve(groupId, em)).removeMember(em, userId, groupId);
       await this.accessEpoch?.bump(em);
     });
   }
@@ -543,14 +564,14 @@ export class IdentityService {
   }
 
   async groupIdsOfUser(userId: string, em: EntityManager = this.store.reader()): Promise<string[]> {
-    return this.repository.backendOf(userId).groupIdsOfUser(em, userId);
+    return (await this.repository.resolve(userId, em)).groupIdsOfUser(em, userId);
   }
 
   /** Members of each group, for expanding group assignments. */
   async membersOfGroups(groupIds: string[]): Promise<Map<string, string[]>> {
     const em = this.store.reader();
     const members = new Map<string, string[]>();
-    for (const [backend, ids] of this.repository.byBackend(groupIds)) {
+    for (const [backend, ids] of await this.repository.byBackend(groupIds, em)) {
       for (const [groupId, userIds] of await backend.userIdsInGroups(em, ids)) members.set(groupId, userIds);
     }
     return members;
@@ -558,11 +579,22 @@ export class IdentityService {
 
   private async assertMembership(em: EntityManager, groupId: string, userId: string): Promise<void> {
     await this.getGroup(groupId, em);
-    if (!(await this.repository.backendOf(userId).findUser(em, userId))) throw NotFoundError.of('user', userId);
-    if (!(await this.repository.backendOf(groupId).isMember(em, userId, groupId))) {
+    const userBackend = await this.repository.resolve(userId, em);
+    if (!(await userBackend.findUser(em, userId))) throw NotFoundError.of('user', userId);
+    const groupBackend = await this.repository.resolve(groupId, em);
+    refuseAcrossBackends(groupBackend, userBackend);
+    if (!(await groupBackend.isMember(em, userId, groupId))) {
       throw new NotFoundError(`User '${userId}' not found in group '${groupId}'`);
     }
   }
+}
+
+/**
+ * Keystone's CrossBackendNotAllowed: a group's members are users of its own back end (a SQL group
+ * cannot hold a directory user, nor the other way); a Forbidden whose text Keystone hides.
+ */
+function refuseAcrossBackends(groupBackend: IdentityBackend, userBackend: IdentityBackend): void {
+  if (groupBackend !== userBackend) throw ForbiddenError.action();
 }
 
 /** A user id that exists nowhere: failures of unknown users do the same database work as the others'. */

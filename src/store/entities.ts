@@ -353,6 +353,18 @@ export const DomainConfigOptionEntity = defineEntity({
   },
 });
 export type DomainConfigOptionRow = InferEntity<typeof DomainConfigOptionEntity>;
+/** Keystone's id_mapping: public ids of the users and groups of directory (LDAP) domains. */
+export const IdMappingEntity = defineEntity({
+  name: 'IdMapping',
+  tableName: 'id_mapping',
+  properties: {
+    publicId: p.string().primary(),
+    domainId: p.string(),
+    localId: p.string(),
+    entityType: p.string(),
+  },
+});
+export type IdMappingRow = InferEntity<typeof IdMappingEntity>;
 
 export const allEntities = [
   ProjectEntity,
@@ -380,4 +392,5 @@ export const allEntities = [
   ApplicationCredentialAccessRuleEntity,
   TokenEntity,
   DomainConfigOptionEntity,
+  IdMappingEntity,
 ];

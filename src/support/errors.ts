@@ -181,6 +181,11 @@ export class UnavailableError extends ServiceError {
   ) {
     super(message);
   }
+
+  /** A domain's identity directory (LDAP) did not answer within its timeouts; other domains are unaffected. */
+  static directory(): UnavailableError {
+    return new UnavailableError('The identity directory service of this domain is unavailable; retry later.', 5);
+  }
 }
 
 /** 429: too many attempts; the client may retry after `retryAfterSeconds`. */

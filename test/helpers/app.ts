@@ -5,6 +5,7 @@ import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApplication, type Application } from '../../src/app.ts';
 import { bootstrap } from '../../src/cli/bootstrap.ts';
+import type { DomainIdentityConfigSource } from '../../src/identity/domain-identity-config.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { ManualClock } from './clock.ts';
 import { createTestDatabase } from './database.ts';
@@ -43,6 +44,8 @@ export async function startTestApp(
     databaseServer?: string;
     /** Turns the test database's URL into the one the service is given (e.g. through a TCP relay). */
     databaseUrl?: (url: string) => string;
+    /** The domains with an identity back end of their own (test/helpers/domain-configs.ts). */
+    domainIdentityConfigs?: DomainIdentityConfigSource;
   } = {},
 ): Promise<TestApp> {
   const database = await createTestDatabase(options.databaseServer);
@@ -58,7 +61,12 @@ export async function startTestApp(
   const clock = new ManualClock(Date.now());
   let app: Application;
   try {
-    app = await buildApplication(config, { clock, embeddedDirectory: 'memory', logger: options.logger ?? false });
+    app = await buildApplication(config, {
+      clock,
+      embeddedDirectory: 'memory',
+      logger: options.logger ?? false,
+      ...(options.domainIdentityConfigs ? { domainIdentityConfigs: options.domainIdentityConfigs } : {}),
+    });
   } catch (error) {
     await database.drop();
     throw error;

@@ -4,6 +4,7 @@ import { IdentityRepository, type IdentityBackend } from '../../src/identity/ide
 import { IdentityService } from '../../src/identity/identity-service.ts';
 import { PasswordHasher } from '../../src/identity/password-hash.ts';
 import { SqlIdentityBackend } from '../../src/identity/sql-identity-backend.ts';
+import type { EntityManager } from '../../src/store/database.ts';
 import { ResourceService } from '../../src/resource/resource-service.ts';
 import { ForbiddenError, NotFoundError, statusOf } from '../../src/support/errors.ts';
 import { ManualClock } from '../helpers/clock.ts';
@@ -106,13 +107,15 @@ t.test('a read-only back end is read, and every write to it is a 403 that change
   t.equal((await identity.authenticatePassword({ id: sqlUser.id }, 'Secret-1')).id, sqlUser.id);
 });
 
-t.test('the default resolver sends every domain and id to the default back end', (t) => {
+t.test('the default resolver sends every domain and id to the default back end', async (t) => {
   const sql = new SqlIdentityBackend();
   const repository = new IdentityRepository(sql);
   t.equal(repository.backendFor('any-domain'), sql);
   t.equal(repository.backendOf('any-id'), sql);
   t.equal(repository.backendOfQuery({}), sql);
-  t.same([...repository.byBackend(['a', 'b'])], [[sql, ['a', 'b']]]);
-  t.same(repository.byBackend([]).size, 0);
-  t.end();
+  // Without directory domains no mapping is read: the entity manager is never used.
+  const unused = {} as EntityManager;
+  t.equal(await repository.resolve('any-id', unused), sql);
+  t.same([...(await repository.byBackend(['a', 'b'], unused))], [[sql, ['a', 'b']]]);
+  t.same((await repository.byBackend([], unused)).size, 0);
 });

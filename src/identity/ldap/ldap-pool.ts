@@ -1,0 +1,196 @@
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { Client, InvalidCredentialsError, ResultCodeError } from 'ldapts';
+import { UnavailableError } from '../../support/errors.ts';
+import type { LdapOptions } from './ldap-options.ts';
+
+/** Keystone's connection_timeout of -1 leaves connecting to the OS (minutes); a directory outage must answer sooner. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+
+// LDAP result codes that say the server cannot serve now (busy, unavailable, unwilling, other).
+const SERVER_UNAVAILABLE_CODES = new Set([51, 52, 53, 80]);
+
+/** Whether an error means the directory could not be reached or answered in time (not an LDAP answer). */
+function isOutage(error: unknown): boolean {
+  if (error instanceof ResultCodeError) return SERVER_UNAVAILABLE_CODES.has(error.code);
+  return true;
+}
+
+/**
+ * The directory of one domain: a small pool of connections bound as the configured `user` for
+ * searches, and a fresh connection per password check (a simple bind as the user's DN), each with
+ * connection and operation timeouts. A connection that fails is dropped and a new one made on the
+ * next use, so the pool recovers by itself once the server is back. Every failure to reach the
+ * server is an UnavailableError (503).
+ */
+export class LdapPool {
+  private readonly idle: Client[] = [];
+  private open = 0;
+  private readonly waiting: Array<(client: Client | Error) => void> = [];
+  private closed = false;
+  private readonly tlsOptions: ConnectionOptions | undefined;
+
+  constructor(private readonly options: LdapOptions) {
+    const secure = options.useTls || /^ldaps:/i.test(options.url);
+    this.tlsOptions = secure
+      ? {
+          rejectUnauthorized: options.tlsReqCert === 'demand',
+          ...(options.tlsCacertfile ? { ca: readFileSync(options.tlsCacertfile) } : {}),
+        }
+      : undefined;
+  }
+
+  private get connectTimeoutMs(): number {
+    return this.options.connectionTimeout > 0 ? this.options.connectionTimeout * 1000 : DEFAULT_CONNECT_TIMEOUT_MS;
+  }
+
+  private get operationTimeoutMs(): number {
+    return this.options.operationTimeout * 1000;
+  }
+
+  /** A connected client (StartTLS when use_tls), not yet bound. */
+  private async connect(): Promise<Client> {
+    const client = new Client({
+      url: this.options.url,
+      connectTimeout: this.connectTimeoutMs,
+      ...(this.operationTimeoutMs > 0 ? { timeout: this.operationTimeoutMs } : {}),
+      ...(this.tlsOptions ? { tlsOptions: this.tlsOptions } : {}),
+      strictDN: false,
+    });
+    if (this.options.useTls) await client.startTLS(this.tlsOptions);
+    return client;
+  }
+
+  private async newAdminClient(): Promise<Client> {
+    const client = await this.connect();
+    try {
+      if (this.options.user) await client.bind(this.options.user, this.options.password ?? '');
+      return client;
+    } catch (error) {
+      await quietlyUnbind(client);
+      throw error;
+    }
+  }
+
+  /**
+   * Runs `work` on a pooled admin connection. A connection whose work failed to reach the server is
+   * dropped; if it was an idle one (the server may have closed it meanwhile), the work is tried once
+   * more on a new connection, so the first request after the server is back succeeds.
+   */
+  async withConnection<T>(work: (client: Client) => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      let pooled: { client: Client; reused: boolean };
+      try {
+        pooled = await this.acquire();
+      } catch {
+        // Unreachable, or the configured user's bind refused: either way the directory cannot serve.
+        throw UnavailableError.directory();
+      }
+      try {
+        const result = await work(pooled.client);
+        this.release(pooled.client);
+        return result;
+      } catch (error) {
+        if (!isOutage(error)) {
+          this.release(pooled.client);
+          throw error;
+        }
+        this.discard(pooled.client);
+        if (!pooled.reused || attempt > 0) throw UnavailableError.directory();
+      }
+    }
+  }
+
+  /**
+   * Whether `password` is the password of the entry `dn`: a simple bind on a connection of its own.
+   * An empty password is refused without asking (LDAP would take it as an anonymous bind).
+   */
+  async checkPassword(dn: string, password: string): Promise<boolean> {
+    if (password === '') return false;
+    let client: Client | undefined;
+    try {
+      client = await this.connect();
+      await client.bind(dn, password);
+      return true;
+    } catch (error) {
+      if (error instanceof InvalidCredentialsError) return false;
+      if (error instanceof ResultCodeError && !isOutage(error)) return false;
+      throw UnavailableError.directory();
+    } finally {
+      if (client) await quietlyUnbind(client);
+    }
+  }
+
+  /** Closes every connection; later uses fail. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const waiter of this.waiting.splice(0)) waiter(new Error('closed'));
+    await Promise.all(this.idle.splice(0).map(quietlyUnbind));
+  }
+
+  private async acquire(): Promise<{ client: Client; reused: boolean }> {
+    if (this.closed) throw new Error('closed');
+    const ready = this.idle.pop();
+    if (ready) {
+      if (ready.isConnected) return { client: ready, reused: true };
+      this.open--;
+      await quietlyUnbind(ready);
+    }
+    if (this.open < this.options.poolSize) {
+      this.open++;
+      try {
+        return { client: await this.newAdminClient(), reused: false };
+      } catch (error) {
+        this.open--;
+        this.wakeOne();
+        throw error;
+      }
+    }
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const index = this.waiting.indexOf(handOver);
+        if (index >= 0) this.waiting.splice(index, 1);
+        reject(new Error('no pooled LDAP connection became free in time'));
+      }, this.connectTimeoutMs + this.operationTimeoutMs);
+      const handOver = (client: Client | Error) => {
+        clearTimeout(timer);
+        if (client instanceof Error) reject(client);
+        else resolve({ client, reused: true });
+      };
+      this.waiting.push(handOver);
+    });
+  }
+
+  private release(client: Client): void {
+    const waiter = this.waiting.shift();
+    if (waiter) waiter(client);
+    else if (this.closed) void quietlyUnbind(client);
+    else this.idle.push(client);
+  }
+
+  private discard(client: Client): void {
+    this.open--;
+    void quietlyUnbind(client);
+    this.wakeOne();
+  }
+
+  /** A waiter gets a new connection when one was dropped (it may fail in turn). */
+  private wakeOne(): void {
+    const waiter = this.waiting.shift();
+    if (!waiter) return;
+    this.open++;
+    this.newAdminClient().then(waiter, (error: unknown) => {
+      this.open--;
+      waiter(error instanceof Error ? error : new Error(String(error)));
+    });
+  }
+}
+
+
+async function quietlyUnbind(client: Client): Promise<void> {
+  try {
+    await client.unbind();
+  } catch {
+    // Already gone: nothing to close.
+  }
+}

@@ -1,0 +1,93 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { DomainConfigGroups } from '../../src/identity/domain-identity-config.ts';
+import { freePort } from './processes.ts';
+
+const run = promisify(execFile);
+const PEER = path.join(import.meta.dirname, 'ldap-peer');
+
+export const LDAP_SUFFIX = 'dc=example,dc=org';
+export const LDAP_ADMIN_DN = `cn=admin,${LDAP_SUFFIX}`;
+export const LDAP_ADMIN_PASSWORD = 'ldap-secret';
+
+/** The seed's users in directory order, as Keystone shows them (dave has no mail and no description). */
+export const SEED_USERS = [
+  { name: 'alice', enabled: true, email: 'alice@example.org', description: 'Developer and admin' },
+  { name: 'bob', enabled: true, email: 'bob@example.org', description: 'Developer' },
+  { name: 'carol', enabled: true, email: 'carol@example.org' },
+  { name: 'dave', enabled: true },
+  { name: 'eve', enabled: false, email: 'eve@example.org', description: 'Disabled account' },
+] as const;
+
+export interface LdapPeer {
+  url: string;
+  port: number;
+  /** Stops slapd (by its PID, stop.sh). */
+  stop(): Promise<void>;
+  /** Starts a fresh slapd on the same port and directory (the seed again). */
+  start(): Promise<void>;
+}
+
+/**
+ * A private slapd for one test file (start.sh installs slapd if missing), on a free port with its own
+ * state directory; stopped by its PID when the test ends.
+ */
+export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, options: { users?: number } = {}): Promise<LdapPeer> {
+  const port = await freePort();
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-ldap-'));
+  // users: LARGE mode, user00001..userN (password bulk-secret, every 10th disabled) and group bulk.
+  const env = { ...process.env, LDAP_PORT: String(port), LDAP_PEER_DIR: directory, LDAP_ADMIN_PASSWORD, LDAP_USERS: String(options.users ?? 0) };
+  const peer: LdapPeer = {
+    url: `ldap://127.0.0.1:${port}`,
+    port,
+    stop: async () => {
+      await run('bash', [path.join(PEER, 'stop.sh')], { env });
+    },
+    start: async () => {
+      await run('bash', [path.join(PEER, 'start.sh')], { env, timeout: 600_000 });
+    },
+  };
+  t.teardown(async () => {
+    await peer.stop();
+    fs.rmSync(directory, { recursive: true, force: true });
+  });
+  await peer.start();
+  return peer;
+}
+
+/** The configuration of an LDAP domain, as the Keystone peer's (README): strings, as the domain config API holds them. */
+export function ldapDomainConfig(url: string, ldap: Record<string, unknown> = {}): DomainConfigGroups {
+  return {
+    identity: { driver: 'ldap' },
+    ldap: {
+      url,
+      user: LDAP_ADMIN_DN,
+      password: LDAP_ADMIN_PASSWORD,
+      suffix: LDAP_SUFFIX,
+      query_scope: 'one',
+      page_size: '0',
+      user_tree_dn: `ou=Users,${LDAP_SUFFIX}`,
+      user_objectclass: 'inetOrgPerson',
+      user_id_attribute: 'uid',
+      user_name_attribute: 'uid',
+      user_mail_attribute: 'mail',
+      user_description_attribute: 'description',
+      user_pass_attribute: 'userPassword',
+      user_enabled_attribute: 'employeeType',
+      user_enabled_default: 'True',
+      user_enabled_mask: '0',
+      user_enabled_invert: 'false',
+      group_tree_dn: `ou=Groups,${LDAP_SUFFIX}`,
+      group_objectclass: 'groupOfNames',
+      group_id_attribute: 'cn',
+      group_name_attribute: 'cn',
+      group_member_attribute: 'member',
+      group_members_are_ids: 'false',
+      group_desc_attribute: 'description',
+      ...ldap,
+    },
+  };
+}
