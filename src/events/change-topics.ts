@@ -81,8 +81,10 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   // Unified limits: no cache holds them (each request reads them), so their writes change no topic.
   registered_limit: { write: [] },
   limit: { write: [] },
-  // A domain's own configuration (/v3/domains/{id}/config): its identity back end.
-  domain_config_option: { write: ['domain-config'] },
+  // A domain's own configuration (/v3/domains/{id}/config): its identity back end, so which users
+  // and groups it holds, their memberships, and the effective roles and validated tokens of its
+  // users (cached rows came from the old back end).
+  domain_config_option: { write: ['domain-config', 'identity', 'assignment'] },
   revocation_event: { write: ['revocation'] },
   // UUID tokens are rows: deleting one revokes it.
   token: { write: ['revocation'] },

@@ -57,7 +57,7 @@ t.test('writes → topics', async (t) => {
     ['assignment', 'catalog', 'credential', 'domain-config', 'identity', 'resource'],
     'a deleted domain or project takes (by cascade and trigger) its users, groups, roles, assignments, credentials, endpoint-filter associations and domain configuration',
   );
-  t.same(sorted(topicsOfWrites(writesOf('insert into "domain_config_option" ("domain_id") values ($1)'))), ['domain-config'], 'a domain\'s configuration');
+  t.same(sorted(topicsOfWrites(writesOf('insert into "domain_config_option" ("domain_id") values ($1)'))), ['assignment', 'domain-config', 'identity'], 'a domain\'s configuration: its back end, so its users, memberships and tokens');
   t.same(sorted(topicsOfWrites(writesOf('delete from "identity_user" where "id" = $1'))), ['assignment', 'credential', 'identity']);
   t.same(sorted(topicsOfWrites(writesOf('delete from "group_membership" where "user_id" = $1'))), ['assignment', 'identity'], 'memberships give roles');
   t.same(sorted(topicsOfWrites(writesOf('insert into "revocation_event" ("id") values ($1)'))), ['revocation']);
