@@ -8,6 +8,8 @@ import { AssignmentService } from './assignment/assignment-service.ts';
 import { LimitService } from './limit/limit-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { PolicyStoreService } from './policy-store/policy-store-service.ts';
+import { CREDENTIAL_MAX_ACTIVE_KEYS, CredentialEncryption } from './credential/credential-encryption.ts';
+import { CredentialService } from './credential/credential-service.ts';
 import { EndpointFilterService } from './catalog/endpoint-filter-service.ts';
 import { systemClock, type Clock } from './support/clock.ts';
 import type { Config } from './config.ts';
@@ -285,6 +287,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
+    // Credential blobs are encrypted at rest with Keystone's credential keys (created on first start).
+    const credentialKeys = new CredentialEncryption(new FernetKeyRepository(config.credentialKeyRepository, CREDENTIAL_MAX_ACTIVE_KEYS), log, () => clock.now());
+    startedParts.push(() => credentialKeys.stop());
+    await credentialKeys.start();
+    const credentials = new CredentialService(store, credentialKeys, identity, resources, tokens, clock, { authTtlMinutes: config.credentialAuthTtlMinutes });
     // GET /metrics; nothing is recorded when METRICS_ALLOWED_NETWORKS is empty (no one could read it).
     const metrics = config.metricsAllowedNetworks.length > 0 ? new ServiceMetrics() : undefined;
     // One counter object for every gateway policy a reload builds, so hits and misses carry over.
@@ -388,6 +395,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       limits: new LimitService(store),
       clientCatalog,
       policies: new PolicyStoreService(store, catalog),
+      credentials,
       tokens,
       tokenProvider,
       revocations,
@@ -435,6 +443,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       async close() {
         draining = true;
         tokenProvider.stop();
+        credentialKeys.stop();
         keyAgreement?.stop();
         tokenKeysLoaded = false;
         policyReloader.stop();

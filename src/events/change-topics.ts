@@ -77,6 +77,8 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   // Unified limits: no cache holds them (each request reads them), so their writes change no topic.
   registered_limit: { write: [] },
   limit: { write: [] },
+  // Credentials (/v3/credentials, OS-EC2): no cache holds them (ec2tokens reads the row each time).
+  credential: { write: [] },
   revocation_event: { write: ['revocation'] },
   // UUID tokens are rows: deleting one revokes it.
   token: { write: ['revocation'] },
