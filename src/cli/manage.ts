@@ -7,6 +7,8 @@ import type { PolicyRequest, PolicyScope } from '../policy/gateway-policy-types.
 import { IdentityPolicy } from '../policy/identity-policy.ts';
 import { PolicyLoadError } from '../policy/policy-files.ts';
 import { FernetKeyRepository } from '../token/fernet-key-repository.ts';
+import { CREDENTIAL_MAX_ACTIVE_KEYS } from '../credential/credential-encryption.ts';
+import type { CredentialKeyMaintenance } from '../credential/credential-key-maintenance.ts';
 
 // The application, database and JOSE modules load on demand: the policy commands need none of
 // them, and they take several times longer to import than the policy engine.
@@ -24,6 +26,14 @@ Commands (configuration comes from the same environment variables as the service
                   (with KEY_ENCRYPTION_KEY the four key commands work on the database's keys,
                   and running nodes reload them: at once with REDIS_URL, else within
                   KEY_RELOAD_INTERVAL_MS)
+  credential_setup
+                  create the credential key repository (CREDENTIAL_KEY_REPOSITORY) if it has no keys
+  credential_rotate
+                  rotate the credential keys (three kept, as Keystone); refused while some
+                  credential is encrypted with another key than the primary
+  credential_migrate
+                  encrypt every credential blob again with the primary credential key (run it
+                  after credential_rotate, before the next one)
   reencrypt_keys  encrypt the database's token keys again under KEY_ENCRYPTION_KEY, reading
                   them with it or with KEY_ENCRYPTION_KEY_PREVIOUS (changing the key
                   encryption key: docs/operations.md)
@@ -135,6 +145,35 @@ const commands: Record<string, Command> = {
     await repository.rotate();
     console.log(`rotated the JWS keys in ${config.jwsKeyRepository}; running services pick them up without a restart`);
   },
+  async credential_setup(config) {
+    const repository = credentialKeys(config);
+    if (repository.exists()) {
+      console.log(`${config.credentialKeyRepository} already has keys; nothing to do`);
+      return;
+    }
+    repository.setup();
+    console.log(`created credential keys in ${config.credentialKeyRepository}`);
+  },
+  async credential_rotate(config) {
+    const repository = credentialKeys(config);
+    if (!repository.exists()) throw new ConfigError(`${config.credentialKeyRepository} has no keys: run credential_setup first`);
+    await withCredentialKeys(config, async (maintenance) => {
+      const { UnmigratedCredentialsError } = await import('../credential/credential-key-maintenance.ts');
+      try {
+        await maintenance.assertRotatable();
+      } catch (error) {
+        if (error instanceof UnmigratedCredentialsError) throw new ConfigError(error.message);
+        throw error;
+      }
+    });
+    repository.rotate();
+    console.log(`rotated the credential keys in ${config.credentialKeyRepository}; run credential_migrate to encrypt every credential with the new primary key`);
+  },
+  async credential_migrate(config) {
+    if (!credentialKeys(config).exists()) throw new ConfigError(`${config.credentialKeyRepository} has no keys: run credential_setup first`);
+    const migrated = await withCredentialKeys(config, (maintenance) => maintenance.migrate());
+    console.log(migrated > 0 ? `encrypted ${migrated} credentials with the primary credential key` : 'every credential is encrypted with the primary credential key; nothing to do');
+  },
   async reencrypt_keys(config) {
     if (!config.keyEncryptionKey) throw new ConfigError('reencrypt_keys works on keys in the database: set KEY_ENCRYPTION_KEY (the new key) and KEY_ENCRYPTION_KEY_PREVIOUS (the old one)');
     if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -230,6 +269,27 @@ async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 
   const { publishOnce } = await import('../events/event-bus.ts');
   if (await publishOnce(config.redisUrl, config.redisEventsChannel, { type: 'keys-changed' })) console.log('told the running services over Redis; they reload the keys now');
   else console.log(`could not reach Redis: running services load the keys within KEY_RELOAD_INTERVAL_MS (${config.keyReloadIntervalMs} ms)`);
+}
+
+function credentialKeys(config: Config): FernetKeyRepository {
+  return new FernetKeyRepository(config.credentialKeyRepository, CREDENTIAL_MAX_ACTIVE_KEYS);
+}
+
+/** Runs `action` with the database and the credential keys (credential_rotate, credential_migrate). */
+async function withCredentialKeys<T>(config: Config, action: (maintenance: CredentialKeyMaintenance) => Promise<T>): Promise<T> {
+  if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const { embeddedDirectoryOf, Store } = await import('../store/database.ts');
+  const { CredentialEncryption } = await import('../credential/credential-encryption.ts');
+  const { CredentialKeyMaintenance } = await import('../credential/credential-key-maintenance.ts');
+  const store = await Store.open({ databaseUrl: config.databaseUrl, embeddedDirectory: embeddedDirectoryOf(config.dataDir), poolSize: 2 });
+  try {
+    await store.migrate();
+    const encryption = new CredentialEncryption(credentialKeys(config), { info: () => {}, error: () => {} }, Date.now);
+    await encryption.reload();
+    return await action(new CredentialKeyMaintenance(store, encryption));
+  } finally {
+    await store.close();
+  }
 }
 
 /** `policy test [DIR]`: one line per failing fixture, then "N passed, M failed". */

@@ -78,8 +78,9 @@ export class CredentialEncryption {
   }
 
   encrypt(blob: string): EncryptedBlob {
-    const encryptedBlob = this.loaded().encrypt(Buffer.from(blob, 'utf8'), Math.floor(this.now() / 1000));
-    return { encryptedBlob, keyHash: this.primaryHash };
+    const token = this.loaded().encrypt(Buffer.from(blob, 'utf8'), Math.floor(this.now() / 1000));
+    // Padded, as Python's cryptography writes (and insists on reading) a Fernet token.
+    return { encryptedBlob: token.padEnd(Math.ceil(token.length / 4) * 4, '='), keyHash: this.primaryHash };
   }
 
   decrypt(encryptedBlob: string): string {

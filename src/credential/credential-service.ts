@@ -222,36 +222,6 @@ export class CredentialService {
     return this.tokens.issueForCredential(user.id, credential.projectId, 'ec2credential');
   }
 
-  // ---- keys --------------------------------------------------------------------------------
-
-  /** How many blobs are encrypted with another key than the primary (credential_rotate refuses while any are). */
-  unmigratedCount(): Promise<number> {
-    return this.repository.countNotEncryptedWith(this.store.reader(), this.encryption.primaryKeyHash);
-  }
-
-  /** keystone-manage credential_migrate: every blob not under the primary key encrypted again with it. */
-  async migrate(pageSize = 100): Promise<number> {
-    let migrated = 0;
-    let after = '';
-    for (;;) {
-      const page = await this.repository.page(this.store.reader(), after, pageSize);
-      if (page.length === 0) return migrated;
-      after = page[page.length - 1]!.id;
-      for (const { id } of page) {
-        const done = await this.store.transaction(async (em) => {
-          const row = await this.repository.find(em, id);
-          if (!row || row.keyHash === this.encryption.primaryKeyHash) return false;
-          const { encryptedBlob, keyHash } = this.encryption.encrypt(this.encryption.decrypt(row.encryptedBlob));
-          row.encryptedBlob = encryptedBlob;
-          row.keyHash = keyHash;
-          await this.repository.saveChanges(em);
-          return true;
-        });
-        if (done) migrated++;
-      }
-    }
-  }
-
   private decrypted(row: CredentialRow): Credential {
     return { id: row.id, userId: row.userId, projectId: row.projectId ?? null, type: row.type, blob: this.encryption.decrypt(row.encryptedBlob), extra: row.extra };
   }
