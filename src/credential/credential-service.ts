@@ -112,7 +112,7 @@ export class CredentialService {
     try {
       await this.store.transaction((em) => this.repository.insert(em, row));
     } catch (error) {
-      if (isUniqueViolation(error)) throw new ConflictError('credential', 'Duplicate entry');
+      if (isUniqueViolation(error)) throw new ConflictError('credential', `Duplicate entry found with ID ${id}`);
       throw error;
     }
     return { id, userId: row.userId, projectId: row.projectId ?? null, type: row.type, blob: input.blob, extra: row.extra };
