@@ -45,6 +45,7 @@ import { IdentityPolicy } from './policy/identity-policy.ts';
 import { ResourceService } from './resource/resource-service.ts';
 import { embeddedDirectoryOf, Store } from './store/database.ts';
 import { DatabaseFernetKeys, DatabaseJwsKeys, DatabaseKeyStore, type KeyChangeNotices } from './token/database-key-store.ts';
+import type { FernetKeySource } from './token/key-source.ts';
 import { FernetKeyRepository } from './token/fernet-key-repository.ts';
 import { FernetTokenProvider } from './token/fernet-provider.ts';
 import { JwsKeyRepository } from './token/jws-key-repository.ts';
@@ -105,6 +106,17 @@ function createTokenProvider(config: Config, store: Store, log: FastifyBaseLogge
       log.warn('TOKEN_PROVIDER=uuid is deprecated (Keystone removed it in Rocky): every token is a database row; prefer fernet or jws');
       return new UuidTokenProvider(store);
   }
+}
+
+/**
+ * Keystone's credential keys: a key repository on disk (CREDENTIAL_KEY_REPOSITORY), or, with
+ * KEY_ENCRYPTION_KEY, the database, as token keys are (the files are then only imported once).
+ */
+function createCredentialKeySource(config: Config, store: Store, log: FastifyBaseLogger, notices: KeyChangeNotices): FernetKeySource {
+  const files = new FernetKeyRepository(config.credentialKeyRepository, CREDENTIAL_MAX_ACTIVE_KEYS);
+  if (!config.keyEncryptionKey) return files;
+  const keys = new DatabaseKeyStore(store, config.keyEncryptionKey, config.previousKeyEncryptionKeys);
+  return new DatabaseFernetKeys(keys, CREDENTIAL_MAX_ACTIVE_KEYS, { reloadIntervalMs: config.keyReloadIntervalMs, notices, log, importFrom: files, provider: 'credential' });
 }
 
 /**
@@ -230,7 +242,8 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     sync.start();
     startedParts.push(() => sync.close());
     if (config.redisUrl && config.revocationPollIntervalMs > 0) sync.pollRevocations(config.revocationPollIntervalMs);
-    const tokenProvider = createTokenProvider(config, store, log, { publish: () => sync.keysChanged(), subscribe: (listener) => sync.onKeysChanged(listener) });
+    const keyNotices: KeyChangeNotices = { publish: () => sync.keysChanged(), subscribe: (listener) => sync.onKeysChanged(listener) };
+    const tokenProvider = createTokenProvider(config, store, log, keyNotices);
     tokenProvider.onReload(() => sync.invalidate());
     startedParts.push(() => tokenProvider.stop());
     await tokenProvider.start();
@@ -288,7 +301,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const clientAddress = clientAddressResolver(config.trustedProxies);
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
     // Credential blobs are encrypted at rest with Keystone's credential keys (created on first start).
-    const credentialKeys = new CredentialEncryption(new FernetKeyRepository(config.credentialKeyRepository, CREDENTIAL_MAX_ACTIVE_KEYS), log, () => clock.now());
+    const credentialKeys = new CredentialEncryption(createCredentialKeySource(config, store, log, keyNotices), log, () => clock.now());
     startedParts.push(() => credentialKeys.stop());
     await credentialKeys.start();
     const credentials = new CredentialService(store, credentialKeys, identity, resources, tokens, clock, { authTtlMinutes: config.credentialAuthTtlMinutes });

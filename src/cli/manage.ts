@@ -9,6 +9,7 @@ import { PolicyLoadError } from '../policy/policy-files.ts';
 import { FernetKeyRepository } from '../token/fernet-key-repository.ts';
 import { CREDENTIAL_MAX_ACTIVE_KEYS } from '../credential/credential-encryption.ts';
 import type { CredentialKeyMaintenance } from '../credential/credential-key-maintenance.ts';
+import type { FernetKeySource } from '../token/key-source.ts';
 
 // The application, database and JOSE modules load on demand: the policy commands need none of
 // them, and they take several times longer to import than the policy engine.
@@ -34,6 +35,7 @@ Commands (configuration comes from the same environment variables as the service
   credential_migrate
                   encrypt every credential blob again with the primary credential key (run it
                   after credential_rotate, before the next one)
+                  (with KEY_ENCRYPTION_KEY the credential keys are in the database too)
   reencrypt_keys  encrypt the database's token keys again under KEY_ENCRYPTION_KEY, reading
                   them with it or with KEY_ENCRYPTION_KEY_PREVIOUS (changing the key
                   encryption key: docs/operations.md)
@@ -146,6 +148,7 @@ const commands: Record<string, Command> = {
     console.log(`rotated the JWS keys in ${config.jwsKeyRepository}; running services pick them up without a restart`);
   },
   async credential_setup(config) {
+    if (config.keyEncryptionKey) return databaseKeys(config, 'credential', 'setup');
     const repository = credentialKeys(config);
     if (repository.exists()) {
       console.log(`${config.credentialKeyRepository} already has keys; nothing to do`);
@@ -156,7 +159,7 @@ const commands: Record<string, Command> = {
   },
   async credential_rotate(config) {
     const repository = credentialKeys(config);
-    if (!repository.exists()) throw new ConfigError(`${config.credentialKeyRepository} has no keys: run credential_setup first`);
+    if (!config.keyEncryptionKey && !repository.exists()) throw new ConfigError(`${config.credentialKeyRepository} has no keys: run credential_setup first`);
     await withCredentialKeys(config, async (maintenance) => {
       const { UnmigratedCredentialsError } = await import('../credential/credential-key-maintenance.ts');
       try {
@@ -166,11 +169,12 @@ const commands: Record<string, Command> = {
         throw error;
       }
     });
+    if (config.keyEncryptionKey) return databaseKeys(config, 'credential', 'rotate');
     repository.rotate();
     console.log(`rotated the credential keys in ${config.credentialKeyRepository}; run credential_migrate to encrypt every credential with the new primary key`);
   },
   async credential_migrate(config) {
-    if (!credentialKeys(config).exists()) throw new ConfigError(`${config.credentialKeyRepository} has no keys: run credential_setup first`);
+    if (!config.keyEncryptionKey && !credentialKeys(config).exists()) throw new ConfigError(`${config.credentialKeyRepository} has no keys: run credential_setup first`);
     const migrated = await withCredentialKeys(config, (maintenance) => maintenance.migrate());
     console.log(migrated > 0 ? `encrypted ${migrated} credentials with the primary credential key` : 'every credential is encrypted with the primary credential key; nothing to do');
   },
@@ -183,7 +187,7 @@ const commands: Record<string, Command> = {
     try {
       await store.migrate();
       const keys = new DatabaseKeyStore(store, config.keyEncryptionKey, config.previousKeyEncryptionKeys);
-      for (const provider of ['fernet', 'jws'] as const) {
+      for (const provider of ['fernet', 'jws', 'credential'] as const) {
         const count = await keys.reencrypt(provider);
         if (count > 0) console.log(`re-encrypted ${count} ${provider} keys under KEY_ENCRYPTION_KEY`);
       }
@@ -226,7 +230,7 @@ const commands: Record<string, Command> = {
  * fernet_setup/rotate and jws_setup/rotate on the database's keys (KEY_ENCRYPTION_KEY): one locked
  * transaction each, then a notice to the running nodes over Redis when REDIS_URL is set.
  */
-async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 'setup' | 'rotate'): Promise<void> {
+async function databaseKeys(config: Config, provider: 'fernet' | 'jws' | 'credential', action: 'setup' | 'rotate'): Promise<void> {
   if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const { embeddedDirectoryOf, Store } = await import('../store/database.ts');
   const { DatabaseFernetKeys, DatabaseJwsKeys, DatabaseKeyStore, DatabaseKeyStoreError } = await import('../token/database-key-store.ts');
@@ -239,7 +243,9 @@ async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 
     const source =
       provider === 'fernet'
         ? new DatabaseFernetKeys(keys, config.fernetMaxActiveKeys, { ...options, importFrom: new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys) })
-        : new DatabaseJwsKeys(keys, config.jwsMaxActiveKeys, { ...options, importFrom: new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys) });
+        : provider === 'credential'
+          ? new DatabaseFernetKeys(keys, CREDENTIAL_MAX_ACTIVE_KEYS, { ...options, importFrom: credentialKeys(config), provider })
+          : new DatabaseJwsKeys(keys, config.jwsMaxActiveKeys, { ...options, importFrom: new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys) });
     if (action === 'setup') {
       const outcome = await source.setup();
       if (outcome === 'present') {
@@ -248,7 +254,7 @@ async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 
         console.log(`the database already has ${provider} keys; nothing to do`);
         return;
       }
-      const files = provider === 'fernet' ? config.fernetKeyRepository : config.jwsKeyRepository;
+      const files = provider === 'fernet' ? config.fernetKeyRepository : provider === 'credential' ? config.credentialKeyRepository : config.jwsKeyRepository;
       console.log(outcome === 'imported' ? `imported the ${provider} keys of ${files} into the database` : `created ${provider} keys in the database`);
     } else {
       if (!(await source.exists())) throw new ConfigError(`the database has no ${provider} keys: run ${provider}_setup first`);
@@ -284,7 +290,14 @@ async function withCredentialKeys<T>(config: Config, action: (maintenance: Crede
   const store = await Store.open({ databaseUrl: config.databaseUrl, embeddedDirectory: embeddedDirectoryOf(config.dataDir), poolSize: 2 });
   try {
     await store.migrate();
-    const encryption = new CredentialEncryption(credentialKeys(config), { info: () => {}, error: () => {} }, Date.now);
+    let source: FernetKeySource = credentialKeys(config);
+    if (config.keyEncryptionKey) {
+      const { DatabaseFernetKeys, DatabaseKeyStore } = await import('../token/database-key-store.ts');
+      const keys = new DatabaseKeyStore(store, config.keyEncryptionKey, config.previousKeyEncryptionKeys);
+      source = new DatabaseFernetKeys(keys, CREDENTIAL_MAX_ACTIVE_KEYS, { reloadIntervalMs: config.keyReloadIntervalMs, provider: 'credential' });
+      if (!(await source.exists())) throw new ConfigError('the database has no credential keys: run credential_setup first');
+    }
+    const encryption = new CredentialEncryption(source, { info: () => {}, error: () => {} }, Date.now);
     await encryption.reload();
     return await action(new CredentialKeyMaintenance(store, encryption));
   } finally {

@@ -106,3 +106,20 @@ t.test('manage credential_setup, credential_rotate, credential_migrate (embedded
   t.equal(missing.code, 1);
   t.match(missing.stderr, /has no keys: run credential_setup first/);
 });
+
+t.test('with KEY_ENCRYPTION_KEY the credential keys live in the database (no files), as token keys do', async (t) => {
+  const kek = Buffer.alloc(32, 7).toString('base64');
+  const test = await startTestApp(t, { KEY_ENCRYPTION_KEY: kek });
+  const { call, app, config } = test;
+  t.notOk(fs.existsSync(config.credentialKeyRepository), 'no key files were written');
+  const rows = await app.store.reader().execute<{ number: number }[]>("select number from token_key where provider = 'credential' order by number");
+  t.same(rows.map((row) => row.number), [0, 1], 'a staged and a primary credential key, encrypted in token_key');
+  const fingerprints = await app.store.reader().execute<{ name: string }[]>("select name from key_fingerprint where name = 'credential'");
+  t.same(fingerprints, [], 'no key agreement record for them');
+
+  const userId = (await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': test.adminToken })).json().token.user.id;
+  const created = (await call('POST', '/v3/credentials', { credential: { type: 'cert', blob: 'in-the-database', user_id: userId } })).json().credential;
+  t.equal((await call('GET', `/v3/credentials/${created.id}`)).json().credential.blob, 'in-the-database');
+  const row = await app.store.reader().findOne(CredentialEntity, { id: created.id });
+  t.notOk(row!.encryptedBlob.includes('in-the-database'));
+});
