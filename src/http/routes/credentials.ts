@@ -1,6 +1,7 @@
 import type { Credential } from '../../credential/credential-service.ts';
 import { ForbiddenError, ValidationError } from '../../support/errors.ts';
 import type { TokenContext } from '../../token/token-service.ts';
+import { pythonRepr } from '../errors.ts';
 import { authorize, caller, extraAttributes, noContent, type App, type IdentityApi, type Request } from '../context.ts';
 import { collectionLinks } from '../links.ts';
 import { matchParameters, querySchema, stringMatches } from '../query.ts';
@@ -37,17 +38,6 @@ function requirePrimaryAuth(auth: TokenContext): void {
   if (auth.methods.length === 0 || auth.methods.some((method) => !PRIMARY_METHODS.has(method))) {
     throw ForbiddenError.action('Delegated tokens cannot access credentials directly');
   }
-}
-
-/** A JSON value as Python prints it (jsonschema's messages quote the instance so). */
-function pythonRepr(value: unknown): string {
-  if (value === null || value === undefined) return 'None';
-  if (value === true) return 'True';
-  if (value === false) return 'False';
-  if (typeof value === 'string') return value.includes("'") && !value.includes('"') ? `"${value}"` : `'${value.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
-  if (Array.isArray(value)) return `[${value.map(pythonRepr).join(', ')}]`;
-  if (typeof value === 'object') return `{${Object.entries(value).map(([key, each]) => `${pythonRepr(key)}: ${pythonRepr(each)}`).join(', ')}}`;
-  return String(value);
 }
 
 /**
