@@ -184,3 +184,26 @@ t.test('credentials go with their user and with their project', async (t) => {
   t.equal(await app.store.reader().count(CredentialEntity, { id: sha256(daves.access) }), 0, "the project's credentials are deleted with it");
   t.equal(await app.store.reader().count(CredentialEntity, { userId: dave.user.id }), 1, 'a credential of no project stays');
 });
+
+t.test('delegated tokens (an application credential\'s, an EC2 signature\'s) touch no credential', async (t) => {
+  const test = await startTestApp(t);
+  const { call, request } = test;
+  const erin = await member(test, 'erin');
+  const own = (await call('POST', '/v3/credentials', { credential: { type: 'cert', blob: 'x', user_id: erin.user.id } }, erin.token)).json().credential;
+  const appCredential = (await call('POST', `/v3/users/${erin.user.id}/application_credentials`, { application_credential: { name: 'bot' } }, erin.token)).json().application_credential;
+  const issued = await request({
+    method: 'POST',
+    url: '/v3/auth/tokens',
+    headers: { 'content-type': 'application/json' },
+    payload: JSON.stringify({ auth: { identity: { methods: ['application_credential'], application_credential: { id: appCredential.id, secret: appCredential.secret } } } }),
+  });
+  t.equal(issued.statusCode, 201);
+  const delegated = String(issued.headers['x-subject-token']);
+  const refused = await call('POST', '/v3/credentials', { credential: { type: 'cert', blob: 'y', user_id: erin.user.id } }, delegated);
+  t.equal(refused.statusCode, 403);
+  t.equal(refused.json().error.message, 'You are not authorized to perform the requested action: Delegated tokens cannot access credentials directly.');
+  t.equal((await call('GET', `/v3/credentials/${own.id}`, undefined, delegated)).statusCode, 403);
+  t.same((await call('GET', '/v3/credentials', undefined, delegated)).json().credentials, [], 'a list shows a delegated token nothing');
+  t.equal((await call('POST', `/v3/users/${erin.user.id}/credentials/OS-EC2`, { tenant_id: erin.project.id }, delegated)).statusCode, 403);
+  t.equal((await call('GET', `/v3/users/${erin.user.id}/credentials/OS-EC2`, undefined, delegated)).statusCode, 403);
+});
