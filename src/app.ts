@@ -9,6 +9,8 @@ import { LimitService } from './limit/limit-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { PolicyStoreService } from './policy-store/policy-store-service.ts';
 import { DomainConfigService } from './domain-config/domain-config-service.ts';
+import { CREDENTIAL_MAX_ACTIVE_KEYS, CredentialEncryption } from './credential/credential-encryption.ts';
+import { CredentialService } from './credential/credential-service.ts';
 import { EndpointFilterService } from './catalog/endpoint-filter-service.ts';
 import { systemClock, type Clock } from './support/clock.ts';
 import type { Config } from './config.ts';
@@ -49,6 +51,7 @@ import { IdentityPolicy } from './policy/identity-policy.ts';
 import { ResourceService } from './resource/resource-service.ts';
 import { embeddedDirectoryOf, Store } from './store/database.ts';
 import { DatabaseFernetKeys, DatabaseJwsKeys, DatabaseKeyStore, type KeyChangeNotices } from './token/database-key-store.ts';
+import type { FernetKeySource } from './token/key-source.ts';
 import { FernetKeyRepository } from './token/fernet-key-repository.ts';
 import { FernetTokenProvider } from './token/fernet-provider.ts';
 import { JwsKeyRepository } from './token/jws-key-repository.ts';
@@ -115,6 +118,17 @@ function createTokenProvider(config: Config, store: Store, log: FastifyBaseLogge
       log.warn('TOKEN_PROVIDER=uuid is deprecated (Keystone removed it in Rocky): every token is a database row; prefer fernet or jws');
       return new UuidTokenProvider(store);
   }
+}
+
+/**
+ * Keystone's credential keys: a key repository on disk (CREDENTIAL_KEY_REPOSITORY), or, with
+ * KEY_ENCRYPTION_KEY, the database, as token keys are (the files are then only imported once).
+ */
+function createCredentialKeySource(config: Config, store: Store, log: FastifyBaseLogger, notices: KeyChangeNotices): FernetKeySource {
+  const files = new FernetKeyRepository(config.credentialKeyRepository, CREDENTIAL_MAX_ACTIVE_KEYS);
+  if (!config.keyEncryptionKey) return files;
+  const keys = new DatabaseKeyStore(store, config.keyEncryptionKey, config.previousKeyEncryptionKeys);
+  return new DatabaseFernetKeys(keys, CREDENTIAL_MAX_ACTIVE_KEYS, { reloadIntervalMs: config.keyReloadIntervalMs, notices, log, importFrom: files, provider: 'credential' });
 }
 
 /**
@@ -240,7 +254,8 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     sync.start();
     startedParts.push(() => sync.close());
     if (config.redisUrl && config.revocationPollIntervalMs > 0) sync.pollRevocations(config.revocationPollIntervalMs);
-    const tokenProvider = createTokenProvider(config, store, log, { publish: () => sync.keysChanged(), subscribe: (listener) => sync.onKeysChanged(listener) });
+    const keyNotices: KeyChangeNotices = { publish: () => sync.keysChanged(), subscribe: (listener) => sync.onKeysChanged(listener) };
+    const tokenProvider = createTokenProvider(config, store, log, keyNotices);
     tokenProvider.onReload(() => sync.invalidate());
     startedParts.push(() => tokenProvider.stop());
     await tokenProvider.start();
@@ -322,6 +337,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
+    // Credential blobs are encrypted at rest with Keystone's credential keys (created on first start).
+    const credentialKeys = new CredentialEncryption(createCredentialKeySource(config, store, log, keyNotices), log, () => clock.now());
+    startedParts.push(() => credentialKeys.stop());
+    await credentialKeys.start();
+    const credentials = new CredentialService(store, credentialKeys, identity, resources, tokens, clock, { authTtlMinutes: config.credentialAuthTtlMinutes });
     // GET /metrics; nothing is recorded when METRICS_ALLOWED_NETWORKS is empty (no one could read it).
     const metrics = config.metricsAllowedNetworks.length > 0 ? new ServiceMetrics() : undefined;
     // One counter object for every gateway policy a reload builds, so hits and misses carry over.
@@ -426,6 +446,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       domainConfigs,
       clientCatalog,
       policies: new PolicyStoreService(store, catalog),
+      credentials,
       tokens,
       tokenProvider,
       revocations,
@@ -473,6 +494,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       async close() {
         draining = true;
         tokenProvider.stop();
+        credentialKeys.stop();
         keyAgreement?.stop();
         tokenKeysLoaded = false;
         policyReloader.stop();

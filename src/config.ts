@@ -32,6 +32,10 @@ export interface Config {
   tokenProvider: 'fernet' | 'jws' | 'uuid';
   jwsKeyRepository: string;
   jwsMaxActiveKeys: number;
+  /** CREDENTIAL_KEY_REPOSITORY: Keystone's credential key repository (Fernet keys of the credential blobs). */
+  credentialKeyRepository: string;
+  /** Keystone's [credential] auth_ttl (minutes): how old a signed EC2/S3 request's timestamp may be. */
+  credentialAuthTtlMinutes: number;
   /** KEY_ENCRYPTION_KEY (32 bytes): when set, token keys live in the database, encrypted with it, not in files. */
   keyEncryptionKey: Buffer | undefined;
   /** KEY_ENCRYPTION_KEY_PREVIOUS: earlier key encryption keys that still decrypt (while re-encrypting). */
@@ -308,6 +312,8 @@ export function loadConfig(env: Environment = process.env): Config {
     tokenProvider: tokenProvider(env),
     jwsKeyRepository: path.resolve(env.JWS_KEY_REPOSITORY || path.join(dataDir, 'jws-keys')),
     jwsMaxActiveKeys: integer(env, 'JWS_MAX_ACTIVE_KEYS', 3, 1, 100),
+    credentialKeyRepository: path.resolve(env.CREDENTIAL_KEY_REPOSITORY || path.join(dataDir, 'credential-keys')),
+    credentialAuthTtlMinutes: integer(env, 'CREDENTIAL_AUTH_TTL_MINUTES', 15, 1, 1440),
     keyEncryptionKey: keyEncryptionKey(env),
     previousKeyEncryptionKeys: previousKeyEncryptionKeys(env),
     keyReloadIntervalMs: integer(env, 'KEY_RELOAD_INTERVAL_MS', 5000, 10, 3_600_000),

@@ -7,6 +7,9 @@ import type { PolicyRequest, PolicyScope } from '../policy/gateway-policy-types.
 import { IdentityPolicy } from '../policy/identity-policy.ts';
 import { PolicyLoadError } from '../policy/policy-files.ts';
 import { FernetKeyRepository } from '../token/fernet-key-repository.ts';
+import { CREDENTIAL_MAX_ACTIVE_KEYS } from '../credential/credential-encryption.ts';
+import type { CredentialKeyMaintenance } from '../credential/credential-key-maintenance.ts';
+import type { FernetKeySource } from '../token/key-source.ts';
 
 // The application, database and JOSE modules load on demand: the policy commands need none of
 // them, and they take several times longer to import than the policy engine.
@@ -24,6 +27,15 @@ Commands (configuration comes from the same environment variables as the service
                   (with KEY_ENCRYPTION_KEY the four key commands work on the database's keys,
                   and running nodes reload them: at once with REDIS_URL, else within
                   KEY_RELOAD_INTERVAL_MS)
+  credential_setup
+                  create the credential key repository (CREDENTIAL_KEY_REPOSITORY) if it has no keys
+  credential_rotate
+                  rotate the credential keys (three kept, as Keystone); refused while some
+                  credential is encrypted with another key than the primary
+  credential_migrate
+                  encrypt every credential blob again with the primary credential key (run it
+                  after credential_rotate, before the next one)
+                  (with KEY_ENCRYPTION_KEY the credential keys are in the database too)
   reencrypt_keys  encrypt the database's token keys again under KEY_ENCRYPTION_KEY, reading
                   them with it or with KEY_ENCRYPTION_KEY_PREVIOUS (changing the key
                   encryption key: docs/operations.md)
@@ -135,6 +147,37 @@ const commands: Record<string, Command> = {
     await repository.rotate();
     console.log(`rotated the JWS keys in ${config.jwsKeyRepository}; running services pick them up without a restart`);
   },
+  async credential_setup(config) {
+    if (config.keyEncryptionKey) return databaseKeys(config, 'credential', 'setup');
+    const repository = credentialKeys(config);
+    if (repository.exists()) {
+      console.log(`${config.credentialKeyRepository} already has keys; nothing to do`);
+      return;
+    }
+    repository.setup();
+    console.log(`created credential keys in ${config.credentialKeyRepository}`);
+  },
+  async credential_rotate(config) {
+    const repository = credentialKeys(config);
+    if (!config.keyEncryptionKey && !repository.exists()) throw new ConfigError(`${config.credentialKeyRepository} has no keys: run credential_setup first`);
+    await withCredentialKeys(config, async (maintenance) => {
+      const { UnmigratedCredentialsError } = await import('../credential/credential-key-maintenance.ts');
+      try {
+        await maintenance.assertRotatable();
+      } catch (error) {
+        if (error instanceof UnmigratedCredentialsError) throw new ConfigError(error.message);
+        throw error;
+      }
+    });
+    if (config.keyEncryptionKey) return databaseKeys(config, 'credential', 'rotate');
+    repository.rotate();
+    console.log(`rotated the credential keys in ${config.credentialKeyRepository}; run credential_migrate to encrypt every credential with the new primary key`);
+  },
+  async credential_migrate(config) {
+    if (!config.keyEncryptionKey && !credentialKeys(config).exists()) throw new ConfigError(`${config.credentialKeyRepository} has no keys: run credential_setup first`);
+    const migrated = await withCredentialKeys(config, (maintenance) => maintenance.migrate());
+    console.log(migrated > 0 ? `encrypted ${migrated} credentials with the primary credential key` : 'every credential is encrypted with the primary credential key; nothing to do');
+  },
   async reencrypt_keys(config) {
     if (!config.keyEncryptionKey) throw new ConfigError('reencrypt_keys works on keys in the database: set KEY_ENCRYPTION_KEY (the new key) and KEY_ENCRYPTION_KEY_PREVIOUS (the old one)');
     if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -144,7 +187,7 @@ const commands: Record<string, Command> = {
     try {
       await store.migrate();
       const keys = new DatabaseKeyStore(store, config.keyEncryptionKey, config.previousKeyEncryptionKeys);
-      for (const provider of ['fernet', 'jws'] as const) {
+      for (const provider of ['fernet', 'jws', 'credential'] as const) {
         const count = await keys.reencrypt(provider);
         if (count > 0) console.log(`re-encrypted ${count} ${provider} keys under KEY_ENCRYPTION_KEY`);
       }
@@ -187,7 +230,7 @@ const commands: Record<string, Command> = {
  * fernet_setup/rotate and jws_setup/rotate on the database's keys (KEY_ENCRYPTION_KEY): one locked
  * transaction each, then a notice to the running nodes over Redis when REDIS_URL is set.
  */
-async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 'setup' | 'rotate'): Promise<void> {
+async function databaseKeys(config: Config, provider: 'fernet' | 'jws' | 'credential', action: 'setup' | 'rotate'): Promise<void> {
   if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const { embeddedDirectoryOf, Store } = await import('../store/database.ts');
   const { DatabaseFernetKeys, DatabaseJwsKeys, DatabaseKeyStore, DatabaseKeyStoreError } = await import('../token/database-key-store.ts');
@@ -200,7 +243,9 @@ async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 
     const source =
       provider === 'fernet'
         ? new DatabaseFernetKeys(keys, config.fernetMaxActiveKeys, { ...options, importFrom: new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys) })
-        : new DatabaseJwsKeys(keys, config.jwsMaxActiveKeys, { ...options, importFrom: new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys) });
+        : provider === 'credential'
+          ? new DatabaseFernetKeys(keys, CREDENTIAL_MAX_ACTIVE_KEYS, { ...options, importFrom: credentialKeys(config), provider })
+          : new DatabaseJwsKeys(keys, config.jwsMaxActiveKeys, { ...options, importFrom: new JwsKeyRepository(config.jwsKeyRepository, config.jwsMaxActiveKeys) });
     if (action === 'setup') {
       const outcome = await source.setup();
       if (outcome === 'present') {
@@ -209,7 +254,7 @@ async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 
         console.log(`the database already has ${provider} keys; nothing to do`);
         return;
       }
-      const files = provider === 'fernet' ? config.fernetKeyRepository : config.jwsKeyRepository;
+      const files = provider === 'fernet' ? config.fernetKeyRepository : provider === 'credential' ? config.credentialKeyRepository : config.jwsKeyRepository;
       console.log(outcome === 'imported' ? `imported the ${provider} keys of ${files} into the database` : `created ${provider} keys in the database`);
     } else {
       if (!(await source.exists())) throw new ConfigError(`the database has no ${provider} keys: run ${provider}_setup first`);
@@ -230,6 +275,34 @@ async function databaseKeys(config: Config, provider: 'fernet' | 'jws', action: 
   const { publishOnce } = await import('../events/event-bus.ts');
   if (await publishOnce(config.redisUrl, config.redisEventsChannel, { type: 'keys-changed' })) console.log('told the running services over Redis; they reload the keys now');
   else console.log(`could not reach Redis: running services load the keys within KEY_RELOAD_INTERVAL_MS (${config.keyReloadIntervalMs} ms)`);
+}
+
+function credentialKeys(config: Config): FernetKeyRepository {
+  return new FernetKeyRepository(config.credentialKeyRepository, CREDENTIAL_MAX_ACTIVE_KEYS);
+}
+
+/** Runs `action` with the database and the credential keys (credential_rotate, credential_migrate). */
+async function withCredentialKeys<T>(config: Config, action: (maintenance: CredentialKeyMaintenance) => Promise<T>): Promise<T> {
+  if (!config.databaseUrl) fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const { embeddedDirectoryOf, Store } = await import('../store/database.ts');
+  const { CredentialEncryption } = await import('../credential/credential-encryption.ts');
+  const { CredentialKeyMaintenance } = await import('../credential/credential-key-maintenance.ts');
+  const store = await Store.open({ databaseUrl: config.databaseUrl, embeddedDirectory: embeddedDirectoryOf(config.dataDir), poolSize: 2 });
+  try {
+    await store.migrate();
+    let source: FernetKeySource = credentialKeys(config);
+    if (config.keyEncryptionKey) {
+      const { DatabaseFernetKeys, DatabaseKeyStore } = await import('../token/database-key-store.ts');
+      const keys = new DatabaseKeyStore(store, config.keyEncryptionKey, config.previousKeyEncryptionKeys);
+      source = new DatabaseFernetKeys(keys, CREDENTIAL_MAX_ACTIVE_KEYS, { reloadIntervalMs: config.keyReloadIntervalMs, provider: 'credential' });
+      if (!(await source.exists())) throw new ConfigError('the database has no credential keys: run credential_setup first');
+    }
+    const encryption = new CredentialEncryption(source, { info: () => {}, error: () => {} }, Date.now);
+    await encryption.reload();
+    return await action(new CredentialKeyMaintenance(store, encryption));
+  } finally {
+    await store.close();
+  }
 }
 
 /** `policy test [DIR]`: one line per failing fixture, then "N passed, M failed". */

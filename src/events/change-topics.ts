@@ -85,6 +85,8 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   // and groups it holds, their memberships, and the effective roles and validated tokens of its
   // users (cached rows came from the old back end).
   domain_config_option: { write: ['domain-config', 'identity', 'assignment'] },
+  // Credentials (/v3/credentials, OS-EC2): no cache holds them (ec2tokens reads the row each time).
+  credential: { write: [] },
   revocation_event: { write: ['revocation'] },
   // UUID tokens are rows: deleting one revokes it.
   token: { write: ['revocation'] },

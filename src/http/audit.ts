@@ -1,3 +1,4 @@
+import { ec2CredentialId } from '../credential/credential-service.ts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AuditInitiator, AuditTrail, RoleAssignmentAudit } from '../events/audit.ts';
 import type { App, IdentityApi } from './context.ts';
@@ -34,7 +35,17 @@ export type WriteAudit =
   | { kind: 'role_assignment'; operation: 'created' | 'deleted'; assignment: RoleAssignmentAudit };
 
 /** Writes whose routes audit themselves (authentication, token revocation) or change nothing. */
-const NOT_AUDITED_HERE = new Set(['POST /v3/auth/tokens', 'DELETE /v3/auth/tokens', 'POST /v3/gateway/policy/explain', 'POST /v3/gateway/policy/replay']);
+// Keystone's credential manager sends no notification for an update, and a token minted from an
+// EC2/S3 signature none either (only its auth controller audits authentications).
+const NOT_AUDITED_HERE = new Set([
+  'POST /v3/auth/tokens',
+  'DELETE /v3/auth/tokens',
+  'POST /v3/gateway/policy/explain',
+  'POST /v3/gateway/policy/replay',
+  'PATCH /v3/credentials/:credential_id',
+  'POST /v3/ec2tokens',
+  'POST /v3/s3tokens',
+]);
 
 const SINGULAR: Record<string, string> = {
   users: 'user',
@@ -46,6 +57,7 @@ const SINGULAR: Record<string, string> = {
   services: 'service',
   endpoints: 'endpoint',
   policies: 'policy',
+  credentials: 'credential',
   registered_limits: 'registered_limit',
   limits: 'limit',
 };
@@ -120,6 +132,13 @@ export function describeWrite(
     }
     case '/v3/users/:user_id/application_credentials/:application_credential_id':
       return { kind: 'resource', operation: 'deleted', type: 'application_credential', id: params.application_credential_id! };
+    case '/v3/users/:user_id/credentials/OS-EC2': {
+      // Keystone's manager sends identity.credential.created with the credential's id (the access key's hash).
+      const access = (responseBody()?.credential as { access?: unknown } | undefined)?.access;
+      return method === 'POST' && typeof access === 'string' ? { kind: 'resource', operation: 'created', type: 'credential', id: ec2CredentialId(access) } : undefined;
+    }
+    case '/v3/users/:user_id/credentials/OS-EC2/:credential_id':
+      return method === 'DELETE' ? { kind: 'resource', operation: 'deleted', type: 'credential', id: ec2CredentialId(params.credential_id!) } : undefined;
     case '/v3/users/:user_id/access_rules/:access_rule_id':
       return { kind: 'resource', operation: 'deleted', type: 'access_rule', id: params.access_rule_id! };
     case '/v3/regions/:region_id':

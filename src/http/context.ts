@@ -18,6 +18,7 @@ import type { IdentityAuthorizer } from '../policy/identity-authorizer.ts';
 import type { IdentityTarget } from '../policy/identity-policy.ts';
 import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-service.ts';
 import type { ServiceMetrics } from '../metrics/service-metrics.ts';
+import type { CredentialService } from '../credential/credential-service.ts';
 import type { PolicyStoreService } from '../policy-store/policy-store-service.ts';
 import type { LoginThrottle } from '../token/login-throttle.ts';
 import type { TokenProvider } from '../token/token-provider.ts';
@@ -56,6 +57,8 @@ export interface IdentityApi {
   domainConfigs: DomainConfigService;
   /** Keystone's policy blobs (/v3/policies) and their endpoint associations. */
   policies: PolicyStoreService;
+  /** Credentials (/v3/credentials, OS-EC2) and the EC2/S3 signature checks. */
+  credentials: CredentialService;
   tokens: TokenService;
   tokenProvider: TokenProvider;
   revocations: Revocations;

@@ -108,11 +108,12 @@ function schemaMessage(error: FastifyError, body: unknown): string {
 }
 
 /** A JSON value as Python prints it (jsonschema's messages quote the instance so). */
-function pythonRepr(value: unknown): string {
+export function pythonRepr(value: unknown): string {
   if (value === null || value === undefined) return 'None';
   if (value === true) return 'True';
   if (value === false) return 'False';
   if (typeof value === 'string') return value.includes("'") && !value.includes('"') ? `"${value}"` : `'${value.replaceAll("'", "\\'")}'`;
   if (Array.isArray(value)) return `[${value.map(pythonRepr).join(', ')}]`;
+  if (typeof value === 'object') return `{${Object.entries(value).map(([key, each]) => `${pythonRepr(key)}: ${pythonRepr(each)}`).join(', ')}}`;
   return String(value);
 }

@@ -14,6 +14,7 @@ import { registerAssignmentRoutes } from './routes/assignments.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerCatalogRoutes } from './routes/catalog.ts';
 import { registerPolicyRoutes } from './routes/policies.ts';
+import { registerCredentialRoutes } from './routes/credentials.ts';
 import { registerEndpointFilterRoutes } from './routes/endpoint-filter.ts';
 import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
@@ -215,6 +216,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerAssignmentRoutes(app, api);
   registerCatalogRoutes(app, api);
   registerPolicyRoutes(app, api);
+  registerCredentialRoutes(app, api);
   registerEndpointFilterRoutes(app, api);
   registerLimitRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);

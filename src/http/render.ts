@@ -3,6 +3,7 @@ import type { AssignmentEntry, Role } from '../assignment/assignment-service.ts'
 import type { CatalogEntry, Endpoint, Region, Service } from '../catalog/catalog-service.ts';
 import type { Group, User } from '../identity/identity-service.ts';
 import type { Policy } from '../policy-store/policy-store-service.ts';
+import type { Credential, Ec2Credential } from '../credential/credential-service.ts';
 import type { Limit, RegisteredLimit } from '../limit/limit-service.ts';
 import type { ProjectRow, Json } from '../store/entities.ts';
 import type { Static } from 'typebox';
@@ -140,6 +141,31 @@ export function renderPolicy(request: FastifyRequest, policy: Policy, collection
     type: policy.type,
     blob: policy.blob,
     links: selfLink(request, collection, policy.id),
+  };
+}
+
+/** A credential as /v3/credentials shows it: its extra attributes, then Keystone's columns, the blob decrypted. */
+export function renderCredential(request: FastifyRequest, credential: Credential) {
+  return {
+    ...credential.extra,
+    id: credential.id,
+    user_id: credential.userId,
+    project_id: credential.projectId,
+    type: credential.type,
+    blob: credential.blob,
+    links: selfLink(request, 'credentials', credential.id),
+  };
+}
+
+/** An ec2 credential as OS-EC2 shows it, linked by its access key under its user. */
+export function renderEc2Credential(request: FastifyRequest, credential: Ec2Credential) {
+  return {
+    user_id: credential.userId,
+    tenant_id: credential.tenantId,
+    access: credential.access,
+    secret: credential.secret,
+    trust_id: credential.trustId,
+    links: { self: `${baseUrl(request)}/v3/users/${encodeURIComponent(credential.userId)}/credentials/OS-EC2/${encodeURIComponent(String(credential.access))}` },
   };
 }
 

@@ -340,6 +340,38 @@ export const PolicyUpdate = Type.Object(
   open,
 );
 
+// Keystone's credential_create: leaf types here; its oneOf (ec2 needs project_id) is checked by the route.
+export const CredentialCreate = Type.Object(
+  {
+    credential: Type.Optional(
+      Type.Object(
+        {
+          blob: Type.Optional(Type.String()),
+          type: Type.Optional(Type.String({ maxLength: 255 })),
+          user_id: Type.Optional(Type.String({ maxLength: 64 })),
+          project_id: Type.Optional(Type.String({ maxLength: 64 })),
+        },
+        open,
+      ),
+    ),
+  },
+  open,
+);
+// Keystone 22's credential_update: only the blob, and it is required.
+// (Other properties are refused by the route, in Keystone's order: before a missing blob.)
+export const CredentialUpdate = Type.Object({ credential: Type.Optional(Type.Object({ blob: Type.Optional(Type.String()) }, open)) }, open);
+// OS-EC2 create: Keystone reads tenant_id and nothing else (a missing one is "project None").
+export const Ec2CredentialCreate = Type.Object({ tenant_id: Type.Optional(Type.Unknown()) }, open);
+// /v3/ec2tokens and /v3/s3tokens: Keystone takes `credentials`, `credential` or `ec2Credentials` as sent.
+export const SignedRequestBody = Type.Object(
+  {
+    credentials: Type.Optional(Type.Unknown({ description: 'access, signature and the signed request: host, verb, path, params, headers, body_hash (EC2) or token (S3)' })),
+    credential: Type.Optional(Type.Unknown()),
+    ec2Credentials: Type.Optional(Type.Unknown()),
+  },
+  open,
+);
+
 // OS-EP-FILTER: attributes beyond these are refused by the service (Keystone's words), not here.
 export const EndpointGroupCreate = wrap(
   'endpoint_group',
@@ -468,6 +500,15 @@ export const PolicyEndpointEntity = entity({
   enabled: Type.Boolean(),
 });
 export const PolicyEntity = entity({ id: Type.String(), type: Type.String(), blob: Type.String() });
+export const CredentialEntity = entity({ id: Type.String(), user_id: Type.String(), project_id: nullable(Type.String()), type: Type.String(), blob: Type.String() });
+export const Ec2CredentialEntity = Type.Object({
+  user_id: Type.String(),
+  tenant_id: nullable(Type.String()),
+  access: Type.Unknown(),
+  secret: Type.Unknown(),
+  trust_id: Type.Unknown(),
+  links: Links,
+});
 
 export const EndpointGroupEntity = entity({ id: Type.String(), name: Type.String(), description: nullable(Type.String()), filters: AnyObject });
 export const ProjectEndpointGroupBody = Type.Object({

@@ -48,6 +48,8 @@ export interface IdentityTarget {
   role?: { id: string; domainId?: string | null };
   /** The token being validated or revoked. */
   token?: { userId: string };
+  /** The credential acted upon (or being created: its user_id as the body names it). */
+  credential?: { userId?: string };
   /** List calls of a domain-scoped token: the domain the list is limited to (Keystone's target.domain_id). */
   domainId?: string;
 }
@@ -89,6 +91,8 @@ export const CONDITIONS: Readonly<Record<string, Condition>> = {
   self: (subject, target) => target.user !== undefined && target.user.id === subject.userId,
   // user_id:%(target.token.user_id)s — the token's user owns the token acted upon
   token_subject: (subject, target) => target.token !== undefined && target.token.userId === subject.userId,
+  // user_id:%(target.credential.user_id)s — the token's user owns the credential acted upon
+  credential_owner: (subject, target) => target.credential?.userId !== undefined && target.credential.userId === subject.userId,
   // project_id:%(target.project.id)s — the token is scoped to the project acted upon
   own_project: (subject, target) => target.project !== undefined && subject.projectId !== undefined && target.project.id === subject.projectId,
   // token.domain.id:%(target.domain.id)s — the token is scoped to the domain acted upon
@@ -114,7 +118,7 @@ export const CONDITIONS: Readonly<Record<string, Condition>> = {
 };
 
 const SCOPES = new Set(['project', 'domain', 'system', 'unscoped', '*']);
-const ACTION = /^identity:[a-z_]+$/;
+const ACTION = /^identity:[a-z0-9_]+$/;
 const MODEL_FIELDS = { request: ['roles', 'scope', 'act', 'ctx'], policy: ['sub', 'scope', 'act', 'cond', 'eft'] } as const;
 const NO_RULE: IdentityDecision = Object.freeze({ allowed: false, reason: 'no rule allows' });
 
@@ -309,6 +313,7 @@ const TARGET_KINDS: Record<string, readonly string[]> = {
   domain: ['id'],
   role: ['id', 'domain_id'],
   token: ['user_id'],
+  credential: ['user_id'],
   domain_id: [],
 };
 
@@ -360,12 +365,15 @@ function parseTarget(raw: unknown): IdentityTarget | string {
     const id = values.id ?? values.user_id;
     // An entity being created has no id yet: only users, groups and projects are created.
     const idOptional = kind === 'user' || kind === 'group' || kind === 'project';
-    if (typeof id !== 'string' && !(idOptional && id === undefined)) return `'target.${kind}' needs ${kind === 'token' ? 'user_id' : 'id'}`;
+    if (typeof id !== 'string' && !(idOptional && id === undefined)) return `'target.${kind}' needs ${kind === 'token' || kind === 'credential' ? 'user_id' : 'id'}`;
     const domainId = values.domain_id;
     if (domainId !== undefined && domainId !== null && typeof domainId !== 'string') return `'target.${kind}.domain_id' must be a string or null`;
     switch (kind) {
       case 'token':
         target.token = { userId: id as string };
+        break;
+      case 'credential':
+        target.credential = { userId: id as string };
         break;
       case 'domain':
         target.domain = { id: id as string };

@@ -177,6 +177,22 @@ export const PolicyEntity = defineEntity({
 });
 export type PolicyRow = InferEntity<typeof PolicyEntity>;
 
+/** Keystone's credentials (/v3/credentials, OS-EC2): the blob is stored encrypted, never in clear. */
+export const CredentialEntity = defineEntity({
+  name: 'Credential',
+  tableName: 'credential',
+  properties: {
+    id: p.string().primary(),
+    userId: p.string(),
+    projectId: p.string().nullable(),
+    type: p.string(),
+    encryptedBlob: p.text(),
+    keyHash: p.string(),
+    extra: p.json<Json>(),
+  },
+});
+export type CredentialRow = InferEntity<typeof CredentialEntity>;
+
 /** OS-ENDPOINT-POLICY: a policy for an endpoint, a service, or a service in a region (one per target). */
 export const PolicyAssociationEntity = defineEntity({
   name: 'PolicyAssociation',
@@ -380,6 +396,7 @@ export const allEntities = [
   EndpointEntity,
   PolicyEntity,
   PolicyAssociationEntity,
+  CredentialEntity,
   ProjectEndpointEntity,
   EndpointGroupEntity,
   ProjectEndpointGroupEntity,

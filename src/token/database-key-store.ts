@@ -8,7 +8,8 @@ import { fernetFingerprints, jwsFingerprints, recordFingerprints, type KeySetFin
 import type { JwsKeyRepository } from './jws-key-repository.ts';
 import type { FernetKeySource, JwsKeys, JwsKeySource, KeySetupOutcome } from './key-source.ts';
 
-export type KeyProvider = 'fernet' | 'jws';
+/** Token keys (fernet, jws) and Keystone's credential keys (Fernet keys of the credential blobs). */
+export type KeyProvider = 'fernet' | 'jws' | 'credential';
 
 /** The keys in the database cannot be decrypted: KEY_ENCRYPTION_KEY is not the one they were stored with. */
 export class KeyEncryptionKeyError extends ConfigError {
@@ -150,6 +151,8 @@ export class DatabaseKeyStore {
    * become the record at once, so a node whose own keys differ is told (key_fingerprint).
    */
   private async recordFingerprints(em: EntityManager, provider: KeyProvider): Promise<void> {
+    // Credential keys live only here: every node reads the same ones, there is nothing to agree on.
+    if (provider === 'credential') return;
     const rows = await em.execute<KeyRow[]>('select number, nonce, ciphertext from token_key where provider = ? order by number desc', [provider]);
     const keys = rows.map((row) => ({ number: row.number, material: this.decrypt(provider, row) }));
     await recordFingerprints(em, await storedKeyFingerprints(provider, keys));
@@ -298,11 +301,13 @@ export class DatabaseFernetKeys extends DatabaseKeySource<Buffer[]> implements F
     keys: DatabaseKeyStore,
     readonly maxActiveKeys: number,
     options: DatabaseKeySourceOptions & {
-      /** FERNET_KEY_REPOSITORY: its keys are imported once into an empty database. */
+      /** FERNET_KEY_REPOSITORY (CREDENTIAL_KEY_REPOSITORY): its keys are imported once into an empty database. */
       importFrom?: FernetKeyRepository | undefined;
+      /** Token keys (the default) or credential keys: the same Fernet keys and rotation. */
+      provider?: 'fernet' | 'credential';
     },
   ) {
-    super(keys, 'fernet', options);
+    super(keys, options.provider ?? 'fernet', options);
     if (!Number.isInteger(maxActiveKeys) || maxActiveKeys < 1) throw new RangeError(`max active Fernet keys must be an integer of at least 1, got ${maxActiveKeys}`);
     this.importFrom = options.importFrom;
   }
@@ -310,7 +315,7 @@ export class DatabaseFernetKeys extends DatabaseKeySource<Buffer[]> implements F
   private readonly importFrom: FernetKeyRepository | undefined;
 
   async setup(): Promise<KeySetupOutcome> {
-    const outcome = await this.keys.setup('fernet', async () => {
+    const outcome = await this.keys.setup(this.provider, async () => {
       if (this.importFrom?.exists()) {
         return { outcome: 'imported', keys: this.importFrom.numberedKeys().map((entry) => ({ number: entry.number, material: entry.key })) };
       }
@@ -323,7 +328,7 @@ export class DatabaseFernetKeys extends DatabaseKeySource<Buffer[]> implements F
 
   async rotate(): Promise<void> {
     // Keystone's purge: with max_active_keys = 1 even the new primary goes.
-    await this.keys.rotate('fernet', randomBytes(32), this.maxActiveKeys - 1);
+    await this.keys.rotate(this.provider, randomBytes(32), this.maxActiveKeys - 1);
     this.changed();
   }
 

@@ -223,6 +223,42 @@ export class TokenService {
     };
   }
 
+  /**
+   * A project-scoped token for a user whose credential was already checked (an EC2 or S3 signature),
+   * with Keystone's marker method (`ec2credential`): the user and project must be enabled (401) and
+   * the user must hold a role on the project ("User not valid for project.", 401).
+   */
+  async issueForCredential(userId: string, projectId: string, method: 'ec2credential'): Promise<TokenContext> {
+    const user = await this.identity.findUser(userId);
+    if (!user || !user.enabled) throw new AuthenticationError();
+    const userDomain = await this.resources.findAny(user.domainId);
+    if (!userDomain?.enabled) throw new AuthenticationError();
+    const scope = await this.projectScope(projectId, () => new AuthenticationError());
+    const roles = await this.rolesFor(user.id, scope);
+    if (roles.length === 0) throw new AuthenticationError();
+    const issuedAt = Math.floor(this.clock.now() / 1000) * 1000;
+    const expiresAt = issuedAt + this.expirationSeconds * 1000;
+    const auditIds = [newAuditId()];
+    try {
+      await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
+    } catch (error) {
+      // An event of this very second would kill the token on arrival: the client signs again.
+      if (error instanceof RevokedOnIssue) throw new AuthenticationError();
+      throw error;
+    }
+    const id = await this.provider.issue({ userId: user.id, methods: [method], expiresAt: expiresAt / 1000, auditIds, scope: payloadScope(scope) }, issuedAt / 1000);
+    return {
+      id,
+      methods: [method],
+      user: { id: user.id, name: user.name, domainId: user.domainId, domainName: userDomain.name, passwordExpiresAt: user.passwordExpiresAt },
+      scope,
+      roles: roles.map((role) => ({ id: role.id, name: role.name })),
+      auditIds,
+      issuedAt,
+      expiresAt,
+    };
+  }
+
   /** The credential's roles that the user still holds on the project (Keystone recomputes them). */
   private async credentialRoles(userId: string, scope: TokenScope & { type: 'project' }, credential: ApplicationCredential): Promise<Role[]> {
     const held = await this.rolesFor(userId, scope);

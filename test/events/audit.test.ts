@@ -161,6 +161,8 @@ t.test('every write route of the identity API has its audit event', async (t) =>
     const params = new Proxy({}, { get: (_target, name) => `some-${String(name)}` }) as Record<string, string>;
     const audit = describeWrite(route.method, route.url, params, () => {
       const key = route.url.split('/').filter((part) => part && !part.startsWith(':')).pop()!;
+      // OS-EC2 answers a credential named by its access key (its id is the key's hash).
+      if (key === 'OS-EC2') return { credential: { access: 'new-access' } };
       return { [key.replace(/ies$/, 'y').replace(/s$/, '')]: { id: 'new-id' } };
     });
     t.not(audit, undefined, `${route.method} ${route.url}`);
@@ -237,4 +239,26 @@ t.test('audit lines are written whatever LOG_LEVEL hides', async (t) => {
   await app.login({ name: 'admin', domain: { id: 'default' } }, 'wrong');
   const messages = lines.map((line) => JSON.parse(line).msg);
   t.same(messages, ['audit'], 'the audit event, and no info-level request lines');
+});
+
+t.test('credentials: identity.credential.created and deleted (an update sends none, as Keystone)', async (t) => {
+  const log = auditLog();
+  const app = await startTestApp(t, {}, { logger: log.logger });
+  const token = (await app.call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': app.adminToken })).json().token;
+  log.lines.length = 0;
+  const cert = (await app.call('POST', '/v3/credentials', { credential: { type: 'cert', blob: 'secret-blob', user_id: token.user.id } })).json().credential;
+  await app.call('PATCH', `/v3/credentials/${cert.id}`, { credential: { blob: 'other-blob' } });
+  await app.call('DELETE', `/v3/credentials/${cert.id}`);
+  const ec2 = (await app.call('POST', `/v3/users/${token.user.id}/credentials/OS-EC2`, { tenant_id: token.project.id })).json().credential;
+  await app.call('DELETE', `/v3/users/${token.user.id}/credentials/OS-EC2/${ec2.access}`);
+  const ec2Id = (await import('node:crypto')).createHash('sha256').update(ec2.access).digest('hex');
+  const events = log.notifications().filter((event) => event.event_type.startsWith('identity.credential.'));
+  t.match(events, [
+    { event_type: 'identity.credential.created', payload: { action: 'created.credential', target: { id: cert.id }, initiator: { user_id: token.user.id } } },
+    { event_type: 'identity.credential.deleted', payload: { target: { id: cert.id } } },
+    { event_type: 'identity.credential.created', payload: { target: { id: ec2Id } } },
+    { event_type: 'identity.credential.deleted', payload: { target: { id: ec2Id } } },
+  ]);
+  t.equal(events.length, 4);
+  t.notOk(log.lines.some((line) => line.includes('secret-blob') || line.includes('other-blob') || line.includes(ec2.secret)), 'no blob or secret in the log');
 });

@@ -74,6 +74,20 @@ t.test('no password, secret or token ever appears in a log line or the audit str
   const guessed = await call('POST', '/v3/auth/tokens', { auth: { identity: { methods: ['application_credential'], application_credential: { id: credential.id, secret: remember('guessed-secret-value-1234') } } } }, null);
   t.equal(guessed.statusCode, 401);
 
+  // Credentials: blobs are secrets (created, read, listed, updated, refused), as are EC2 secrets and
+  // the signatures and tokens of /v3/ec2tokens.
+  const blob = remember('Credential-Blob-Secret-77');
+  const cert = await call('POST', '/v3/credentials', { credential: { type: 'cert', blob, user_id: user.id } });
+  t.equal(cert.statusCode, 201);
+  t.equal((await call('GET', `/v3/credentials/${cert.json().credential.id}`)).statusCode, 200);
+  t.equal((await call('GET', '/v3/credentials')).statusCode, 200);
+  t.equal((await call('PATCH', `/v3/credentials/${cert.json().credential.id}`, { credential: { blob: remember('Credential-Blob-Updated-78') } })).statusCode, 200);
+  t.equal((await call('POST', '/v3/credentials', { credential: { type: 'ec2', blob: remember('Not-Json-Blob-Secret-79'), user_id: user.id, project_id: w.projectId } })).statusCode, 400);
+  const ec2 = (await call('POST', `/v3/users/${user.id}/credentials/OS-EC2`, { tenant_id: w.projectId })).json().credential;
+  remember(ec2.secret);
+  const signed = await call('POST', '/v3/ec2tokens', { credentials: { access: ec2.access, signature: remember('Ec2-Signature-Guess-80'), host: 'h', verb: 'GET', path: '/', params: { SignatureVersion: '2' } } });
+  t.equal(signed.statusCode, 401);
+
   // The gateway: allowed, denied, with a service token, with a bad token.
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': scoped } })).status, 200);
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': credentialToken } })).status, 200);
@@ -97,6 +111,7 @@ t.test('no password, secret or token ever appears in a log line or the audit str
   // Keys of the service itself.
   for (const file of fs.readdirSync(config.fernetKeyRepository)) remember(fs.readFileSync(path.join(config.fernetKeyRepository, file), 'utf8').trim());
   remember(fs.readFileSync(path.join(config.dataDir, 'secret-pepper'), 'utf8').trim());
+  for (const file of fs.readdirSync(config.credentialKeyRepository)) remember(fs.readFileSync(path.join(config.credentialKeyRepository, file), 'utf8').trim());
 
   // The flow was logged (else this test would pass vacuously).
   const messages = lines.map((line) => JSON.parse(line).msg as string);

@@ -280,6 +280,23 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'GET', path: '/v3/users/:self/access_rules/none', allowed: EVERYONE },
   { method: 'DELETE', path: '/v3/users/:user/access_rules/none', allowed: ['system_admin'], note: 'only a system admin deletes another user\'s access rules' },
   { method: 'DELETE', path: '/v3/users/:self/access_rules/none', allowed: EVERYONE },
+  // credentials: anyone lists (and sees only their own); the others need an admin, or the owner of an
+  // existing credential (ids that exist nowhere: an allowed call is the 404 or 400 after policy)
+  { method: 'GET', path: '/v3/credentials', allowed: EVERYONE },
+  { method: 'POST', path: '/v3/credentials', allowed: ADMINS, body: () => ({}), note: 'allowed: 400, the body has no blob (nothing is created)' },
+  { method: 'GET', path: '/v3/credentials/none', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'PATCH', path: '/v3/credentials/none', allowed: ADMINS, body: () => ({ credential: { blob: 'x' } }) },
+  { method: 'DELETE', path: '/v3/credentials/none', allowed: ADMINS },
+  // OS-EC2: a user's own list and create, else an admin; an unknown access key is 404 for anyone
+  // (Keystone looks the credential up to build the policy target)
+  { method: 'GET', path: '/v3/users/:self/credentials/OS-EC2', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/users/:user/credentials/OS-EC2', allowed: ADMINS },
+  { method: 'POST', path: '/v3/users/:user/credentials/OS-EC2', allowed: ADMINS, body: () => ({}), note: 'allowed: 404 for project None (nothing is created)' },
+  { method: 'GET', path: '/v3/users/:user/credentials/OS-EC2/none', allowed: EVERYONE, note: '404 before policy, as Keystone' },
+  { method: 'DELETE', path: '/v3/users/:user/credentials/OS-EC2/none', allowed: EVERYONE, note: '404 before policy, as Keystone' },
+  // EC2 and S3 signatures: a service or an admin asks (Keystone 22's patched policy)
+  { method: 'POST', path: '/v3/ec2tokens', allowed: ADMINS, body: () => ({}), note: 'allowed: 400 for the empty body' },
+  { method: 'POST', path: '/v3/s3tokens', allowed: ADMINS, body: () => ({}), note: 'allowed: 400 for the empty body' },
 ];
 
 /** Rows that only this service has (not compared with Keystone). */

@@ -1,0 +1,136 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import t from 'tap';
+import { startTestApp, type TestApp } from '../helpers/app.ts';
+
+// POST /v3/ec2tokens and /v3/s3tokens: requests signed by botocore (an independent AWS signer,
+// Debian's python3-botocore), checked as Keystone 22 checks them.
+
+const SIGNER = path.join(import.meta.dirname, '../helpers/aws-sign.py');
+
+/** The `credentials` body for a request botocore signs at `at` (epoch ms). */
+function sign(mode: 'ec2-v4' | 'ec2-v2' | 's3-v1' | 's3-v4', access: string, secret: string, at: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const date = new Date(at).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const input = JSON.stringify({ mode, access, secret, date, params: { Action: 'DescribeInstances' }, ...extra });
+  return JSON.parse(execFileSync('python3', [SIGNER], { input, encoding: 'utf8' })) as Record<string, unknown>;
+}
+
+async function setup(t: Parameters<typeof startTestApp>[0]) {
+  const test = await startTestApp(t);
+  const token = (await test.call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': test.adminToken })).json().token;
+  const ec2 = (await test.call('POST', `/v3/users/${token.user.id}/credentials/OS-EC2`, { tenant_id: token.project.id })).json().credential;
+  return { ...test, userId: token.user.id as string, projectId: token.project.id as string, access: ec2.access as string, secret: ec2.secret as string };
+}
+
+const GENERIC_401 = { error: { code: 401, title: 'Unauthorized', message: 'The request you have made requires authentication.' } };
+
+t.test('ec2tokens: SigV4 and SigV2 from botocore give a project-scoped ec2credential token', async (t) => {
+  const { call, clock, access, secret, userId, projectId } = await setup(t);
+  for (const mode of ['ec2-v4', 'ec2-v2'] as const) {
+    const answer = await call('POST', '/v3/ec2tokens', { credentials: sign(mode, access, secret, clock.now()) });
+    t.equal(answer.statusCode, 200, mode);
+    const subject = String(answer.headers['x-subject-token']);
+    t.ok(subject.length > 0, `${mode}: X-Subject-Token`);
+    const token = answer.json().token;
+    t.same(token.methods, ['ec2credential']);
+    t.equal(token.user.id, userId);
+    t.equal(token.project.id, projectId);
+    t.ok(token.roles.some((role: { name: string }) => role.name === 'admin'));
+    t.ok(Array.isArray(token.catalog));
+    const validated = await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': subject });
+    t.equal(validated.statusCode, 200, `${mode}: the token validates`);
+    t.same(validated.json().token.methods, ['ec2credential']);
+  }
+  // The other accepted body names.
+  for (const key of ['credential', 'ec2Credentials']) {
+    t.equal((await call('POST', '/v3/ec2tokens', { [key]: sign('ec2-v4', access, secret, clock.now()) })).statusCode, 200, key);
+  }
+  // Clients that sign the host without its port are accepted, as Keystone retries without it.
+  const withoutPort = sign('ec2-v2', access, secret, clock.now(), { host: 'ec2.example.com' });
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: { ...withoutPort, host: 'ec2.example.com:8773' } })).statusCode, 200);
+});
+
+t.test('ec2tokens: what Keystone refuses', async (t) => {
+  const test = await setup(t);
+  const { call, clock, access, secret, login } = test;
+  const good = sign('ec2-v4', access, secret, clock.now());
+
+  const badSignature = await call('POST', '/v3/ec2tokens', { credentials: { ...good, signature: '0'.repeat(64) } });
+  t.equal(badSignature.statusCode, 401);
+  t.same(badSignature.json(), GENERIC_401);
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, 'wrong-secret', clock.now()) })).statusCode, 401, 'signed with another secret');
+  const tampered = { ...good, params: { Action: 'TerminateInstances' } };
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: tampered })).statusCode, 401, 'a changed request');
+  const { signature: _signature, ...unsigned } = good;
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: unsigned })).statusCode, 401, 'no signature');
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: { access, signature: 'x' } })).statusCode, 401, 'nothing signed: 401, never a 500');
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: {} })).statusCode, 401, 'no access key');
+
+  const unknown = await call('POST', '/v3/ec2tokens', { credentials: { ...good, access: 'nope' } });
+  t.equal(unknown.statusCode, 404, "Keystone 22 answers an unknown access key with the credential's 404");
+  t.equal(unknown.json().error.message, `Could not find credential: ${createHash('sha256').update('nope').digest('hex')}.`);
+
+  const empty = await call('POST', '/v3/ec2tokens', {});
+  t.equal(empty.statusCode, 400);
+  t.equal(empty.json().error.message, 'request must include a request body');
+
+  // auth_ttl: 15 minutes after the request's timestamp, then 401.
+  clock.advance(14 * 60_000);
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: good })).statusCode, 200, 'within auth_ttl');
+  clock.advance(2 * 60_000);
+  t.same((await call('POST', '/v3/ec2tokens', { credentials: good })).json(), GENERIC_401, 'expired');
+
+  // Only an admin or a service asks (Keystone 22's ec2tokens_validate); no token: 401.
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) }, null)).statusCode, 401);
+  const project = (await call('POST', '/v3/projects', { project: { name: 'p-ec2', domain_id: 'default' } })).json().project;
+  const user = (await call('POST', '/v3/users', { user: { name: 'u-ec2', password: 'pw-secret-1', domain_id: 'default' } })).json().user;
+  const memberRole = (await call('GET', '/v3/roles?name=member')).json().roles[0];
+  await call('PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${memberRole.id}`);
+  const memberToken = (await login({ id: user.id }, 'pw-secret-1', { project: { id: project.id } })).token;
+  const denied = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) }, memberToken);
+  t.equal(denied.statusCode, 403);
+  t.equal(denied.json().error.message, 'You are not authorized to perform the requested action: identity:ec2tokens_validate.');
+
+  // A user's credential on a project where they hold no role: "User not valid for project." (401).
+  const other = (await call('POST', '/v3/projects', { project: { name: 'p-norole', domain_id: 'default' } })).json().project;
+  const userCredential = (await call('POST', `/v3/users/${user.id}/credentials/OS-EC2`, { tenant_id: other.id })).json().credential;
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', userCredential.access, userCredential.secret, clock.now()) })).statusCode, 401);
+  // A disabled user: 401.
+  const ownCredential = (await call('POST', `/v3/users/${user.id}/credentials/OS-EC2`, { tenant_id: project.id })).json().credential;
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', ownCredential.access, ownCredential.secret, clock.now()) })).statusCode, 200);
+  await call('PATCH', `/v3/users/${user.id}`, { user: { enabled: false } });
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', ownCredential.access, ownCredential.secret, clock.now()) })).statusCode, 401);
+
+  // A credential of another type under the same id is not an EC2 credential.
+  const certAccess = 'cert-access';
+  await call('POST', '/v3/credentials', { credential: { type: 'EC2', blob: JSON.stringify({ access: certAccess, secret: 's' }), user_id: test.userId } });
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', certAccess, 's', clock.now()) })).statusCode, 401);
+});
+
+t.test('ec2tokens: deleting the credential stops new tokens but revokes none (as Keystone)', async (t) => {
+  const { call, clock, access, secret, userId } = await setup(t);
+  const issued = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) });
+  const subject = String(issued.headers['x-subject-token']);
+  t.equal((await call('DELETE', `/v3/users/${userId}/credentials/OS-EC2/${access}`)).statusCode, 204);
+  t.equal((await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': subject })).statusCode, 200, 'the token still validates');
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) })).statusCode, 404);
+});
+
+t.test('s3tokens: SigV4 (s3 scope) and HMAC-SHA1 v1 strings to sign from botocore', async (t) => {
+  const { call, clock, access, secret, projectId } = await setup(t);
+  for (const mode of ['s3-v4', 's3-v1'] as const) {
+    const answer = await call('POST', '/v3/s3tokens', { credentials: sign(mode, access, secret, clock.now(), { path: '/bucket/key', host: 's3.example.com' }) });
+    t.equal(answer.statusCode, 200, mode);
+    t.equal(answer.headers['x-subject-token'], undefined, 'no X-Subject-Token, as Keystone');
+    t.same(answer.json().token.methods, ['ec2credential']);
+    t.equal(answer.json().token.project.id, projectId);
+    const wrong = await call('POST', '/v3/s3tokens', { credentials: sign(mode, access, 'other-secret', clock.now(), { path: '/bucket/key', host: 's3.example.com' }) });
+    t.same(wrong.json(), GENERIC_401, `${mode}: another secret`);
+  }
+  // A version 4 string to sign must be for s3.
+  const ec2Scoped = sign('ec2-v4', access, secret, clock.now());
+  const stringToSign = ['AWS4-HMAC-SHA256', '20261127T000000Z', '20261127/RegionOne/ec2/aws4_request', 'x'].join('\n');
+  t.equal((await call('POST', '/v3/s3tokens', { credentials: { access, signature: ec2Scoped.signature, token: Buffer.from(stringToSign).toString('base64url') } })).statusCode, 401);
+  t.equal((await call('POST', '/v3/s3tokens', { credentials: { access, signature: 'x' } })).statusCode, 401, 'no token: 401, never a 500');
+});
