@@ -36,6 +36,7 @@ import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
 import { compileValidator } from './http/schemas.ts';
 import { IdentityService } from './identity/identity-service.ts';
 import { ApplicationCredentialService } from './identity/application-credential-service.ts';
+import { TrustService } from './trust/trust-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
 import { loadPepper, SecretHasher } from './identity/secret-hash.ts';
 import { PolicyIdentityAuthorizer } from './policy/identity-authorizer.ts';
@@ -284,7 +285,8 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       },
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
-    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
+    const trusts = new TrustService(store, identity, resources, assignments, revocations, clock);
+    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts);
     // GET /metrics; nothing is recorded when METRICS_ALLOWED_NETWORKS is empty (no one could read it).
     const metrics = config.metricsAllowedNetworks.length > 0 ? new ServiceMetrics() : undefined;
     // One counter object for every gateway policy a reload builds, so hits and misses carry over.
@@ -383,6 +385,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       identity,
       assignments,
       applicationCredentials,
+      trusts,
       catalog,
       endpointFilter,
       limits: new LimitService(store),

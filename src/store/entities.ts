@@ -340,6 +340,34 @@ export const TokenEntity = defineEntity({
   },
 });
 
+/** OS-TRUST: a trustor's delegation of roles on a project to a trustee (soft-deleted, as Keystone). */
+export const TrustEntity = defineEntity({
+  name: 'Trust',
+  tableName: 'trust',
+  properties: {
+    id: p.string().primary(),
+    trustorUserId: p.string(),
+    trusteeUserId: p.string(),
+    projectId: p.string().nullable(),
+    impersonation: p.boolean(),
+    expiresAt: p.datetime().nullable(),
+    remainingUses: p.integer().nullable(),
+    redelegatedTrustId: p.string().nullable(),
+    redelegationCount: p.integer(),
+    deletedAt: p.datetime().nullable(),
+  },
+});
+export type TrustRow = InferEntity<typeof TrustEntity>;
+
+export const TrustRoleEntity = defineEntity({
+  name: 'TrustRole',
+  tableName: 'trust_role',
+  properties: {
+    trustId: p.string().primary(),
+    roleId: p.string().primary(),
+  },
+});
+
 export const allEntities = [
   ProjectEntity,
   UserEntity,
@@ -365,4 +393,6 @@ export const allEntities = [
   AccessRuleEntity,
   ApplicationCredentialAccessRuleEntity,
   TokenEntity,
+  TrustEntity,
+  TrustRoleEntity,
 ];
