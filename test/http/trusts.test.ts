@@ -1,10 +1,10 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { TrustEntity } from '../../src/store/entities.ts';
 import { PUBLIC_URL, startTestApp } from '../helpers/app.ts';
 
 const TRUST_TOKEN_REUSE = 'You are not authorized to perform the requested action: Using trust-scoped token to create another token. Create a new trust-scoped token instead.';
 
-async function setup(t: Parameters<typeof startTestApp>[0]) {
+async function setup(t: Test) {
   const test = await startTestApp(t);
   const { call, login } = test;
   const roles: Record<string, string> = Object.fromEntries((await call('GET', '/v3/roles')).json().roles.map((r: { name: string; id: string }) => [r.name, r.id]));
