@@ -84,6 +84,7 @@ export class TrustService {
     } else {
       if (requestedCount && requestedCount > MAX_REDELEGATION_COUNT) throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
       if (remainingUses !== null) throw new ValidationError('remaining_uses must not be set if redelegation is allowed');
+      redelegationCount = requestedCount;
     }
     if (redelegated) {
       const remainingCount = redelegated.redelegationCount - 1;
