@@ -3,8 +3,8 @@ import { Migration } from '@mikro-orm/migrations';
 /**
  * OS-TRUST: a trustor delegates some of its roles on a project to a trustee. Keystone soft-deletes a
  * trust (deleted_at) when it is deleted or its last use is consumed; a deleted trust is never read
- * again. Deleting the trustor, the trustee or the project removes the trust (Keystone's callbacks
- * do the same), and a deleted role leaves the trusts that named it.
+ * again. Unknown attributes of the create body are kept (extra) and echoed back. Deleting the trustor, the trustee or the project removes the trust (Keystone's callbacks
+ * soft-delete it), and a deleted role leaves the trusts that named it.
  */
 export class Migration20261128020000_trusts extends Migration {
   override async up(): Promise<void> {
@@ -19,7 +19,8 @@ export class Migration20261128020000_trusts extends Migration {
         remaining_uses integer null,
         redelegated_trust_id varchar(64) null,
         redelegation_count integer not null default 0,
-        deleted_at timestamptz null
+        deleted_at timestamptz null,
+        extra jsonb not null default '{}'
       )`);
     this.addSql('create index trust_by_trustor on trust (trustor_user_id)');
     this.addSql('create index trust_by_trustee on trust (trustee_user_id)');

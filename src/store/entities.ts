@@ -355,6 +355,8 @@ export const TrustEntity = defineEntity({
     redelegatedTrustId: p.string().nullable(),
     redelegationCount: p.integer(),
     deletedAt: p.datetime().nullable(),
+    /** Attributes of the create body that are not columns (Keystone keeps and echoes them). */
+    extra: p.json<Record<string, unknown>>(),
   },
 });
 export type TrustRow = InferEntity<typeof TrustEntity>;

@@ -24,6 +24,8 @@ export interface Trust {
   redelegatedTrustId: string | null;
   redelegationCount: number;
   roles: Role[];
+  /** Unknown attributes of the create body, echoed back as Keystone does. */
+  extra: Record<string, unknown>;
 }
 
 export interface TrustInput {
@@ -36,6 +38,7 @@ export interface TrustInput {
   allowRedelegation?: boolean | null | undefined;
   redelegationCount?: number | null | undefined;
   roles?: { id?: string | undefined; name?: string | undefined }[] | undefined;
+  extra?: Record<string, unknown> | undefined;
 }
 
 /** Who creates the trust: the caller's token (its trust, when it is trust-scoped: a redelegation). */
@@ -107,6 +110,7 @@ export class TrustService {
       redelegatedTrustId: redelegated?.id ?? null,
       redelegationCount,
       deletedAt: null,
+      extra: input.extra ?? {},
     };
     await this.store.transaction((em) => this.repository.createTrust(em, row, roles.map((role) => role.id)));
     return { ...toTrust(row), roles };
@@ -211,5 +215,6 @@ function toTrust(row: TrustRow): Omit<Trust, 'roles'> {
     remainingUses: row.remainingUses ?? null,
     redelegatedTrustId: row.redelegatedTrustId ?? null,
     redelegationCount: row.redelegationCount,
+    extra: row.extra ?? {},
   };
 }

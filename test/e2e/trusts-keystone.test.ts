@@ -97,6 +97,13 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     await ask('role', 'GET', `/v3/OS-TRUST/trusts/${trust}/roles/${reader}`, trusteeToken);
     await ask('role not delegated', 'GET', `/v3/OS-TRUST/trusts/${trust}/roles/${member}`, trusteeToken);
 
+    const extra = await create('create with an extra attribute', { roles: [{ name: 'reader' }], colour: 'blue' });
+    if (extra.status === 201) {
+      name(extra.body.trust.id, 'TRUST-EXTRA');
+      record('create with an extra attribute', extra);
+      await ask('get with an extra attribute', 'GET', `/v3/OS-TRUST/trusts/${extra.body.trust.id}`, trustorToken);
+      await ask('delete with an extra attribute', 'DELETE', `/v3/OS-TRUST/trusts/${extra.body.trust.id}`, trustorToken);
+    }
     await create('expired', { roles: [{ name: 'reader' }], expires_at: '2020-01-01T00:00:00Z' });
     await create('bad expiry', { roles: [{ name: 'reader' }], expires_at: 'garbage' });
     await create('no roles', {});

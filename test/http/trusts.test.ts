@@ -108,6 +108,9 @@ t.test('trusts: every refusal Keystone gives for bad input', async (t) => {
   t.equal(noImpersonation.statusCode, 400);
   const redelegatable = await create({ roles: [{ name: 'reader' }], allow_redelegation: true });
   t.equal(redelegatable.json().trust.redelegation_count, 3, "Keystone's max_redelegation_count by default");
+  const extra = await create({ roles: [{ name: 'reader' }], colour: 'blue' });
+  t.equal(extra.json().trust.colour, 'blue', 'an unknown attribute is kept, as Keystone does');
+  t.equal((await call('GET', `/v3/OS-TRUST/trusts/${extra.json().trust.id}`)).json().trust.colour, 'blue', 'and shown again');
   const expiring = await create({ roles: [{ name: 'reader' }], expires_at: '2099-01-02T03:04:05.123456Z' });
   t.equal(expiring.json().trust.expires_at, '2099-01-02T03:04:05.000000Z', 'whole seconds, as Keystone keeps them');
 });

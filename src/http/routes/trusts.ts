@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Trust } from '../../trust/trust-service.ts';
 import { ValidationError } from '../../support/errors.ts';
 import { parseExpirationDate } from '../../support/timestamps.ts';
-import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
+import { authorize, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { baseUrl, collectionLinks, selfLink } from '../links.ts';
 import { querySchema, stringParameter } from '../query.ts';
 import { renderRole } from '../render.ts';
@@ -11,6 +11,8 @@ import { many, one, params, RoleEntity, TrustCreate, TrustEntity, TrustSummary }
 const TrustParams = params('trust_id');
 const TrustRoleParams = params('trust_id', 'role_id');
 const TrustListQuery = querySchema('trustor_user_id', 'trustee_user_id');
+/** The create body's known attributes; any other is kept and echoed back (Keystone's extra). */
+const TRUST_ATTRIBUTES = ['trustor_user_id', 'trustee_user_id', 'project_id', 'impersonation', 'roles', 'expires_at', 'remaining_uses', 'allow_redelegation', 'redelegation_count'];
 
 /** Keystone's trust time: whole seconds, six zero digits, Z. */
 function trustTime(date: Date | null): string | null {
@@ -19,6 +21,7 @@ function trustTime(date: Date | null): string | null {
 
 function renderSummary(request: FastifyRequest, trust: Trust) {
   return {
+    ...trust.extra,
     id: trust.id,
     trustor_user_id: trust.trustorUserId,
     trustee_user_id: trust.trusteeUserId,
@@ -69,6 +72,7 @@ export function registerTrustRoutes(app: App, api: IdentityApi): void {
         allowRedelegation: body.allow_redelegation,
         redelegationCount: body.redelegation_count,
         roles: body.roles,
+        extra: extraAttributes(body, TRUST_ATTRIBUTES),
       },
       { trustId: auth.trust?.id },
     );
