@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap';
+import { pino } from 'pino';
 import { TrustEntity } from '../../src/store/entities.ts';
 import { PUBLIC_URL, startTestApp } from '../helpers/app.ts';
 
@@ -223,4 +224,25 @@ t.test('trust tokens stop validating: trust deleted, trustor or trustee disabled
   t.equal((await call('DELETE', `/v3/projects/${project.id}/users/${trustor.id}/roles/${roles.member}`)).statusCode, 204);
   t.equal(await valid(issued.token), 404, 'the trustor no longer holds the delegated role');
   t.equal((await trustScoped(issued.trust.id)).statusCode, 403, 'nor is a new token issued');
+});
+
+t.test('audit: identity.OS-TRUST:trust.created and .deleted, as Keystone sends them', async (t) => {
+  const lines: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+  const { call, login } = await startTestApp(t, {}, { logger });
+  const project = (await call('POST', '/v3/projects', { project: { name: 'audited' } })).json().project;
+  const trustor = (await call('POST', '/v3/users', { user: { name: 'a-trustor', password: 'Pw-1' } })).json().user;
+  const trustee = (await call('POST', '/v3/users', { user: { name: 'a-trustee', password: 'Pw-2' } })).json().user;
+  const member = (await call('GET', '/v3/roles?name=member')).json().roles[0].id;
+  await call('PUT', `/v3/projects/${project.id}/users/${trustor.id}/roles/${member}`);
+  const token = (await login({ id: trustor.id }, 'Pw-1', { project: { id: project.id } })).token;
+  lines.length = 0;
+  const trust = (await call('POST', '/v3/OS-TRUST/trusts', { trust: { trustor_user_id: trustor.id, trustee_user_id: trustee.id, project_id: project.id, impersonation: false, roles: [{ name: 'member' }] } }, token)).json().trust;
+  t.equal((await call('DELETE', `/v3/OS-TRUST/trusts/${trust.id}`, undefined, token)).statusCode, 204);
+  const notifications = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'audit').map((entry) => entry.notification);
+  t.match(notifications, [
+    { event_type: 'identity.OS-TRUST:trust.created', payload: { action: 'created.OS-TRUST:trust', outcome: 'success', target: { typeURI: 'data/security/trust', id: trust.id }, initiator: { user_id: trustor.id } } },
+    { event_type: 'identity.OS-TRUST:trust.deleted', payload: { action: 'deleted.OS-TRUST:trust', target: { typeURI: 'data/security/trust', id: trust.id } } },
+  ]);
+  t.equal(notifications.length, 2);
 });
