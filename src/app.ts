@@ -285,7 +285,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       },
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
-    const trusts = new TrustService(store, identity, resources, assignments, revocations, clock);
+    const trusts = new TrustService(store, identity, resources, assignments, revocations, clock, accessEpoch);
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts);
     // GET /metrics; nothing is recorded when METRICS_ALLOWED_NETWORKS is empty (no one could read it).
     const metrics = config.metricsAllowedNetworks.length > 0 ? new ServiceMetrics() : undefined;

@@ -1,4 +1,5 @@
 import type { AssignmentService, Role } from '../assignment/assignment-service.ts';
+import type { AccessEpoch } from '../events/access-epoch.ts';
 import type { Revocations } from '../events/revocation.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
 import type { ResourceService } from '../resource/resource-service.ts';
@@ -55,6 +56,8 @@ export class TrustService {
     private readonly assignments: AssignmentService,
     private readonly revocations: Revocations,
     private readonly clock: Clock,
+    /** Bumped when a trust's last use deletes it (its tokens die without a revocation event, as in Keystone). */
+    private readonly accessEpoch?: AccessEpoch,
     private readonly repository = new TrustRepository(),
   ) {}
 
@@ -181,7 +184,11 @@ export class TrustService {
    */
   async consumeUse(id: string): Promise<boolean> {
     const now = new Date(this.clock.now());
-    const left = await this.store.transaction((em) => this.repository.consumeUse(em, id, now));
+    const left = await this.store.transaction(async (em) => {
+      const uses = await this.repository.consumeUse(em, id, now);
+      if (uses === 0) await this.accessEpoch?.bump(em);
+      return uses;
+    });
     return left !== undefined;
   }
 

@@ -66,11 +66,14 @@ t.test('redelegation: depth, roles, expiry and impersonation only narrow', async
 t.test('uses: taken one at a time, atomically; the last deletes the trust', async (t) => {
   const { app, trusts, project, trustor, trustee } = await world(t);
   const trust = await trusts.create({ trustorUserId: trustor, trusteeUserId: trustee, projectId: project, impersonation: false, roles: [{ name: 'reader' }], remainingUses: 3 });
+  const epoch = async () => Number((await app.store.reader().execute<{ value: string }[]>('select value from access_epoch where id = 1'))[0]!.value);
+  const before = await epoch();
   const taken = await Promise.all(Array.from({ length: 6 }, () => trusts.consumeUse(trust.id)));
   t.equal(taken.filter(Boolean).length, 3, 'six concurrent issues, three uses: three succeed');
   const row = await app.store.reader().findOne(TrustEntity, { id: trust.id });
   t.equal(row?.remainingUses, 0);
   t.ok(row?.deletedAt, 'deleted with its last use');
+  t.equal(await epoch(), before + 1, 'the access epoch moves once, with the last use (other nodes drop what they hold)');
   t.equal(await trusts.find(trust.id), null);
   t.equal(await trusts.consumeUse(trust.id), false);
 });
