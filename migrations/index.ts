@@ -14,6 +14,7 @@ import { Migration20261127020000_unified_limits } from './Migration2026112702000
 import { Migration20261128000000_id_mapping } from './Migration20261128000000_id_mapping.ts';
 import { Migration20261128010000_domain_config } from './Migration20261128010000_domain_config.ts';
 import { Migration20261128030000_credentials } from './Migration20261128030000_credentials.ts';
+import { Migration20261128020000_trusts } from './Migration20261128020000_trusts.ts';
 
 /** Every migration, in order. The same list runs on PGlite and on PostgreSQL. */
 export const migrations: { name: string; class: Constructor<Migration> }[] = [
@@ -31,4 +32,5 @@ export const migrations: { name: string; class: Constructor<Migration> }[] = [
   { name: 'Migration20261128000000_id_mapping', class: Migration20261128000000_id_mapping },
   { name: 'Migration20261128010000_domain_config', class: Migration20261128010000_domain_config },
   { name: 'Migration20261128030000_credentials', class: Migration20261128030000_credentials },
+  { name: 'Migration20261128020000_trusts', class: Migration20261128020000_trusts },
 ];

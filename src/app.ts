@@ -44,6 +44,7 @@ import { IdMappings } from './identity/id-mapping.ts';
 import { ldapDriver } from './identity/ldap/ldap-identity-backend.ts';
 import { SqlIdentityBackend } from './identity/sql-identity-backend.ts';
 import { ApplicationCredentialService } from './identity/application-credential-service.ts';
+import { TrustService } from './trust/trust-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
 import { loadPepper, SecretHasher } from './identity/secret-hash.ts';
 import { PolicyIdentityAuthorizer } from './policy/identity-authorizer.ts';
@@ -336,7 +337,8 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       },
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
-    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
+    const trusts = new TrustService(store, identity, resources, assignments, revocations, clock, accessEpoch);
+    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts);
     // Credential blobs are encrypted at rest with Keystone's credential keys (created on first start).
     const credentialKeys = new CredentialEncryption(createCredentialKeySource(config, store, log, keyNotices), log, () => clock.now());
     startedParts.push(() => credentialKeys.stop());
@@ -440,6 +442,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       identity,
       assignments,
       applicationCredentials,
+      trusts,
       catalog,
       endpointFilter,
       limits: new LimitService(store),

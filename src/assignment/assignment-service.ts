@@ -527,6 +527,25 @@ export class AssignmentService {
     );
   }
 
+  /**
+   * The roles `roleIds` name with every role they imply, in the order of the first found (Keystone's
+   * add_implied_roles); domain-specific roles are left out, as from a token.
+   */
+  async withImpliedRoles(roleIds: readonly string[], em: EntityManager = this.store.reader()): Promise<Role[]> {
+    const implications = await this.implicationMap(em);
+    const ordered: string[] = [];
+    const queue = [...roleIds];
+    while (queue.length) {
+      const roleId = queue.shift() as string;
+      if (ordered.includes(roleId)) continue;
+      ordered.push(roleId);
+      queue.push(...(implications.get(roleId) ?? []));
+    }
+    const roles = await this.repository.listRoles(em, { ids: ordered });
+    const byId = new Map(roles.map((role) => [role.id, role]));
+    return ordered.map((id) => byId.get(id)).filter((role): role is Role => role !== undefined && !role.domainId);
+  }
+
   /** `em`: a transaction whose own changes count (the reader otherwise). */
   private async computeEffectiveRoles(userId: string, targetType: TargetType, targetId: string, em: EntityManager = this.store.reader()): Promise<Role[]> {
     const groupIds = await this.identity.groupIdsOfUser(userId, em);

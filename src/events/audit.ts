@@ -25,6 +25,7 @@ const TARGET_TYPES: Record<string, string> = {
   application_credential: 'data/security/credential',
   access_rule: 'data/security/credential',
   token: 'data/security/credential',
+  'OS-TRUST:trust': 'data/security/trust',
 };
 
 export type Outcome = 'success' | 'failure';

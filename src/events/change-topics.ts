@@ -94,6 +94,9 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   application_credential_role: { write: ['credential'] },
   access_rule: { write: ['credential'] },
   application_credential_access_rule: { write: ['credential'] },
+  // Trusts are held by validated trust-scoped tokens (a use consumed may delete one), like credentials.
+  trust: { write: ['credential'] },
+  trust_role: { write: ['credential'] },
   token_key: { write: ['keys'] },
   token_key_generation: { write: ['keys'] },
   key_fingerprint: { write: ['keys'] },

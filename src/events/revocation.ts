@@ -32,6 +32,9 @@ export interface RevocableToken {
   auditId: string;
   auditChainId: string;
   trustId?: string | undefined;
+  /** Trust-scoped tokens: an event's user_id also matches the trustor and the trustee (Keystone). */
+  trustorId?: string | undefined;
+  trusteeId?: string | undefined;
   /** Whole seconds, from the token. */
   issuedAt: number;
 }
@@ -186,6 +189,8 @@ export class Revocations {
     const keys = [`auditId:${token.auditId}`, `auditChainId:${token.auditChainId}`, `userId:${token.userId}`, 'all'];
     if (token.projectId) keys.push(`projectId:${token.projectId}`);
     if (token.trustId) keys.push(`trustId:${token.trustId}`);
+    if (token.trustorId) keys.push(`userId:${token.trustorId}`);
+    if (token.trusteeId && token.trusteeId !== token.userId) keys.push(`userId:${token.trusteeId}`);
     if (token.userDomainId) keys.push(`domainId:${token.userDomainId}`);
     if (token.assignmentDomainId) keys.push(`domainId:${token.assignmentDomainId}`);
     for (const roleId of token.roleIds) keys.push(`roleId:${roleId}`);
@@ -229,7 +234,7 @@ export class Revocations {
 function matches(event: RevocationEvent, token: RevocableToken): boolean {
   if (event.auditId && event.auditId !== token.auditId) return false;
   if (event.auditChainId && event.auditChainId !== token.auditChainId) return false;
-  if (event.userId && event.userId !== token.userId) return false;
+  if (event.userId && event.userId !== token.userId && event.userId !== token.trustorId && event.userId !== token.trusteeId) return false;
   if (event.projectId && event.projectId !== token.projectId) return false;
   if (event.trustId && event.trustId !== token.trustId) return false;
   if (event.domainId && event.domainId !== token.userDomainId && event.domainId !== token.assignmentDomainId) return false;

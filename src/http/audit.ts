@@ -139,6 +139,12 @@ export function describeWrite(
     }
     case '/v3/users/:user_id/credentials/OS-EC2/:credential_id':
       return method === 'DELETE' ? { kind: 'resource', operation: 'deleted', type: 'credential', id: ec2CredentialId(params.credential_id!) } : undefined;
+    case '/v3/OS-TRUST/trusts': {
+      const id = (responseBody()?.trust as { id?: unknown } | undefined)?.id;
+      return method === 'POST' && typeof id === 'string' ? { kind: 'resource', operation: 'created', type: 'OS-TRUST:trust', id } : undefined;
+    }
+    case '/v3/OS-TRUST/trusts/:trust_id':
+      return { kind: 'resource', operation: 'deleted', type: 'OS-TRUST:trust', id: params.trust_id! };
     case '/v3/users/:user_id/access_rules/:access_rule_id':
       return { kind: 'resource', operation: 'deleted', type: 'access_rule', id: params.access_rule_id! };
     case '/v3/regions/:region_id':

@@ -1,3 +1,4 @@
+import type { TrustService } from '../trust/trust-service.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RawServerDefault, FastifyBaseLogger } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -43,6 +44,8 @@ export interface IdentityApi {
   identity: IdentityService;
   assignments: AssignmentService;
   applicationCredentials: ApplicationCredentialService;
+  /** OS-TRUST. */
+  trusts: TrustService;
   catalog: CatalogService;
   /** OS-EP-FILTER: endpoint groups and project associations. */
   endpointFilter: EndpointFilterService;

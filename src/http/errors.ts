@@ -102,6 +102,11 @@ function schemaMessage(error: FastifyError, body: unknown): string {
     const name = params.additionalProperties ?? params.additionalProperty;
     return `Additional properties are not allowed ('${String(Array.isArray(name) ? name.join("', '") : name)}' was unexpected)`;
   }
+  // jsonschema's "0 is less than the minimum of 1" (trust remaining_uses, redelegation_count).
+  if (first.keyword === 'minimum' && typeof params.limit === 'number') {
+    const value = first.instancePath.split('/').slice(1).reduce<unknown>((at, key) => (at && typeof at === 'object' ? (at as Record<string, unknown>)[key] : undefined), body);
+    if (typeof value === 'number') return `Invalid input for field '${field}': ${pythonRepr(value)} is less than the minimum of ${params.limit}`;
+  }
   // Update bodies need one property (minProperties 1): the failing instance is always {}.
   if (first.keyword === 'minProperties') return '{} does not have enough properties';
   return `Invalid input for field '${field}': ${first.message ?? 'is not valid'}`;

@@ -10,6 +10,7 @@ import { deriveBaseUrl } from './links.ts';
 import type { DocumentedRoute, RouteSchemas } from './openapi.ts';
 import { registerApiDocsRoutes } from './routes/api-docs.ts';
 import { registerApplicationCredentialRoutes } from './routes/application-credentials.ts';
+import { registerTrustRoutes } from './routes/trusts.ts';
 import { registerAssignmentRoutes } from './routes/assignments.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerCatalogRoutes } from './routes/catalog.ts';
@@ -220,6 +221,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerEndpointFilterRoutes(app, api);
   registerLimitRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);
+  registerTrustRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   registerApiDocsRoutes(app, routes);
   return routes;

@@ -260,6 +260,14 @@ function renderTokenOnce(token: TokenContext): TokenBodyShape {
       ...(accessRules.length ? { access_rules: accessRules.map((rule) => ({ id: rule.id, service: rule.service, path: rule.path, method: rule.method })) } : {}),
     };
   }
+  if (token.trust) {
+    const { id, trustorUserId, trusteeUserId, impersonation, roles } = token.trust;
+    body['OS-TRUST:trust'] = { id, trustor_user: { id: trustorUserId }, trustee_user: { id: trusteeUserId }, impersonation };
+    // Keystone's trust token has no is_domain, and lists its roles in full.
+    delete body.is_domain;
+    body.roles = roles.map((role) => ({ id: role.id, name: role.name, domain_id: role.domainId ?? null, description: role.description ?? null, options: role.options }));
+    return body;
+  }
   if (token.scope.type !== 'unscoped') body.roles = token.roles.map((role) => ({ id: role.id, name: role.name }));
   return body;
 }

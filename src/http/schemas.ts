@@ -595,8 +595,27 @@ export const TokenBody = Type.Object({
     is_domain: Type.Optional(Type.Boolean()),
     domain: Type.Optional(NamedDomain),
     system: Type.Optional(Type.Object({ all: Type.Boolean() })),
-    roles: Type.Optional(Type.Array(Type.Object({ id: Type.String(), name: Type.String() }))),
+    roles: Type.Optional(
+      Type.Array(
+        Type.Object({
+          id: Type.String(),
+          name: Type.String(),
+          // A trust-scoped token lists its roles in full, as Keystone does.
+          domain_id: Type.Optional(nullable(Type.String())),
+          description: Type.Optional(nullable(Type.String())),
+          options: Type.Optional(AnyObject),
+        }),
+      ),
+    ),
     catalog: Type.Optional(Catalog),
+    'OS-TRUST:trust': Type.Optional(
+      Type.Object({
+        id: Type.String(),
+        trustor_user: Type.Object({ id: Type.String() }),
+        trustee_user: Type.Object({ id: Type.String() }),
+        impersonation: Type.Boolean(),
+      }),
+    ),
     application_credential: Type.Optional(
       Type.Object({
         id: Type.String(),
@@ -740,3 +759,47 @@ export const GatewayExplanationBody = Type.Object({
     matches: Type.Array(PolicyMatchEntity),
   }),
 });
+
+// ---- OS-TRUST ----------------------------------------------------------------------------------
+
+/** POST /v3/OS-TRUST/trusts, as Keystone's trust_create schema (other keys are allowed). */
+export const TrustCreate = Type.Object({
+  trust: Type.Object(
+    {
+      trustor_user_id: Type.String({ minLength: 1, maxLength: 64 }),
+      trustee_user_id: Type.String({ minLength: 1, maxLength: 64 }),
+      impersonation: Type.Boolean(),
+      project_id: Type.Optional(nullable(Id)),
+      roles: Type.Optional(
+        Type.Array(
+          Type.Object(
+            { id: Type.Optional(Id), name: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '[\\S]+' })) },
+            { additionalProperties: false, minProperties: 1, maxProperties: 1 },
+          ),
+        ),
+      ),
+      expires_at: Type.Optional(nullable(Type.String())),
+      remaining_uses: Type.Optional(nullable(Type.Integer({ minimum: 1 }))),
+      allow_redelegation: Type.Optional(nullable(Type.Boolean())),
+      redelegation_count: Type.Optional(nullable(Type.Integer({ minimum: 0 }))),
+    },
+    open,
+  ),
+});
+
+const TrustFields = {
+  id: Type.String(),
+  trustor_user_id: Type.String(),
+  trustee_user_id: Type.String(),
+  project_id: nullable(Type.String()),
+  impersonation: Type.Boolean(),
+  expires_at: nullable(Type.String()),
+  remaining_uses: nullable(Type.Integer()),
+  deleted_at: Type.Null(),
+  redelegated_trust_id: nullable(Type.String()),
+  redelegation_count: Type.Integer(),
+};
+/** A trust in a list (no roles). */
+export const TrustSummary = entity(TrustFields);
+/** A trust shown or created: with its roles and Keystone's roles_links. */
+export const TrustEntity = entity({ ...TrustFields, roles: Type.Array(RoleEntity), roles_links: CollectionLinks });

@@ -46,6 +46,8 @@ export interface IdentityTarget {
   domain?: { id: string };
   /** A grant's role; domainId null for a global role. */
   role?: { id: string; domainId?: string | null };
+  /** A trust (OS-TRUST): its trustor and trustee (a list names one of them). */
+  trust?: { trustorUserId?: string; trusteeUserId?: string };
   /** The token being validated or revoked. */
   token?: { userId: string };
   /** The credential acted upon (or being created: its user_id as the body names it). */
@@ -90,6 +92,8 @@ export const CONDITIONS: Readonly<Record<string, Condition>> = {
   // user_id:%(target.user.id)s — the token's user is the user acted upon (owner)
   self: (subject, target) => target.user !== undefined && target.user.id === subject.userId,
   // user_id:%(target.token.user_id)s — the token's user owns the token acted upon
+  trustor: (subject, target) => target.trust?.trustorUserId !== undefined && target.trust.trustorUserId === subject.userId,
+  trustee: (subject, target) => target.trust?.trusteeUserId !== undefined && target.trust.trusteeUserId === subject.userId,
   token_subject: (subject, target) => target.token !== undefined && target.token.userId === subject.userId,
   // user_id:%(target.credential.user_id)s — the token's user owns the credential acted upon
   credential_owner: (subject, target) => target.credential?.userId !== undefined && target.credential.userId === subject.userId,
@@ -314,6 +318,7 @@ const TARGET_KINDS: Record<string, readonly string[]> = {
   role: ['id', 'domain_id'],
   token: ['user_id'],
   credential: ['user_id'],
+  trust: ['trustor_user_id', 'trustee_user_id'],
   domain_id: [],
 };
 
@@ -362,6 +367,16 @@ function parseTarget(raw: unknown): IdentityTarget | string {
     const values = attributes as Record<string, unknown>;
     const extra = Object.keys(values).filter((key) => !allowed.includes(key));
     if (extra.length > 0) return `unknown attribute(s) of target.${kind}: ${extra.join(', ')}`;
+    if (kind === 'trust') {
+      const trust: NonNullable<IdentityTarget['trust']> = {};
+      for (const [key, field] of [['trustor_user_id', 'trustorUserId'], ['trustee_user_id', 'trusteeUserId']] as const) {
+        if (values[key] === undefined) continue;
+        if (typeof values[key] !== 'string') return `'target.trust.${key}' must be a string`;
+        trust[field] = values[key];
+      }
+      target.trust = trust;
+      continue;
+    }
     const id = values.id ?? values.user_id;
     // An entity being created has no id yet: only users, groups and projects are created.
     const idOptional = kind === 'user' || kind === 'group' || kind === 'project';

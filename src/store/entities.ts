@@ -381,6 +381,35 @@ export const IdMappingEntity = defineEntity({
   },
 });
 export type IdMappingRow = InferEntity<typeof IdMappingEntity>;
+/** OS-TRUST: a trustor's delegation of roles on a project to a trustee (soft-deleted, as Keystone). */
+export const TrustEntity = defineEntity({
+  name: 'Trust',
+  tableName: 'trust',
+  properties: {
+    id: p.string().primary(),
+    trustorUserId: p.string(),
+    trusteeUserId: p.string(),
+    projectId: p.string().nullable(),
+    impersonation: p.boolean(),
+    expiresAt: p.datetime().nullable(),
+    remainingUses: p.integer().nullable(),
+    redelegatedTrustId: p.string().nullable(),
+    redelegationCount: p.integer(),
+    deletedAt: p.datetime().nullable(),
+    /** Attributes of the create body that are not columns (Keystone keeps and echoes them). */
+    extra: p.json<Record<string, unknown>>(),
+  },
+});
+export type TrustRow = InferEntity<typeof TrustEntity>;
+
+export const TrustRoleEntity = defineEntity({
+  name: 'TrustRole',
+  tableName: 'trust_role',
+  properties: {
+    trustId: p.string().primary(),
+    roleId: p.string().primary(),
+  },
+});
 
 export const allEntities = [
   ProjectEntity,
@@ -410,4 +439,6 @@ export const allEntities = [
   TokenEntity,
   DomainConfigOptionEntity,
   IdMappingEntity,
+  TrustEntity,
+  TrustRoleEntity,
 ];

@@ -45,7 +45,9 @@ export type ScopeRequest =
   | { type: 'unscoped' }
   | { type: 'system' }
   | { type: 'domain'; domain: DomainReference }
-  | { type: 'project'; project: { id: string } | { name: string; domain: DomainReference } };
+  | { type: 'project'; project: { id: string } | { name: string; domain: DomainReference } }
+  /** OS-TRUST:trust: a trust's project, as its trustee. */
+  | { type: 'trust'; trustId: string };
 
 /** A checked token request: what the token service takes. */
 export type TokenRequest =
@@ -163,8 +165,11 @@ function parseScope(scope: unknown): ScopeRequest {
       if (!domain) throw ValidationError.idOrName('scope/project/domain');
       return { type: 'project', project: { name: name!, domain } };
     }
-    case 'OS-TRUST:trust':
-      throw new AuthenticationError('Attempted to authenticate with an unsupported method.', { methods: ENABLED_AUTH_METHODS });
+    case 'OS-TRUST:trust': {
+      const id = text(object.id);
+      if (!id) throw ValidationError.expecting('trust_id', 'trust');
+      return { type: 'trust', trustId: id };
+    }
     default:
       throw ValidationError.expecting(SCOPE_FORMS, 'scope');
   }

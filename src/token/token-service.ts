@@ -14,6 +14,7 @@ import { isDatabaseUnreachable } from '../store/unavailable.ts';
 import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS } from './fernet-provider.ts';
 import type { TokenProvider } from './token-provider.ts';
+import type { Trust, TrustService } from '../trust/trust-service.ts';
 import type { DomainReference, ScopeRequest, TokenRequest } from './token-request.ts';
 
 export type TokenScope =
@@ -31,6 +32,11 @@ export interface TokenContext {
   roles: { id: string; name: string }[];
   /** Set for tokens issued to an application credential. */
   applicationCredential?: { id: string; name: string; restricted: boolean; accessRules: AccessRule[] };
+  /**
+   * Set for trust-scoped tokens (OS-TRUST). `user` is then the trustee, or the trustor when the trust
+   * impersonates; `roles` are the trust's (implied ones included), listed in full in the token body.
+   */
+  trust?: { id: string; trustorUserId: string; trusteeUserId: string; impersonation: boolean; roles: Role[] };
   /** [own] or [own, parent-chain] */
   auditIds: string[];
   /** Milliseconds since the epoch (whole seconds). */
@@ -58,6 +64,8 @@ export class TokenService {
     private readonly clock: Clock,
     private readonly expirationSeconds: number,
     private readonly sync: ClusterSync,
+    /** OS-TRUST: without it no trust-scoped token is issued or validated. */
+    private readonly trusts?: TrustService,
     cacheSize = 10_000,
   ) {
     // While the database is unreachable, what this node validated before is served (ClusterSync
@@ -128,6 +136,9 @@ export class TokenService {
     let source: TokenContext | undefined;
     if (request.token) {
       source = await this.validate(request.token.id);
+      if (source.trust) {
+        throw ForbiddenError.action('Using trust-scoped token to create another token. Create a new trust-scoped token instead');
+      }
       if (source.applicationCredential) {
         throw ForbiddenError.action('Using an application credential token to create another token is not allowed');
       }
@@ -147,6 +158,7 @@ export class TokenService {
 
     const userDomain = await this.resources.findAny(user.domainId);
     if (!userDomain?.enabled) throw new AuthenticationError();
+    if (scopeRequest.type === 'trust') return this.authenticateTrust(user, scopeRequest.trustId, request.methods, source);
     const scope = await this.resolveScope(user, scopeRequest);
     const roles = scope.type === 'unscoped' ? [] : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw new AuthenticationError();
@@ -181,6 +193,62 @@ export class TokenService {
       issuedAt,
       expiresAt,
     };
+  }
+
+  /**
+   * A trust-scoped token (OS-TRUST:trust): only the trustee gets one, for the trust's project, with
+   * the trust's roles (and those they imply) while the trustor still holds them all. Each token
+   * takes one of the trust's uses (the last one deletes the trust, as in Keystone).
+   */
+  private async authenticateTrust(user: User, trustId: string, requestedMethods: string[], source: TokenContext | undefined): Promise<TokenContext> {
+    const now = this.clock.now();
+    const trust = await this.trusts?.find(trustId);
+    if (!trust || (trust.expiresAt && trust.expiresAt.getTime() <= now) || !trust.projectId) throw new AuthenticationError();
+    // Keystone's "User is not a trustee." and "Trustor is disabled.": hidden 403s.
+    if (trust.trusteeUserId !== user.id) throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
+    const trustor = await this.identity.findUser(trust.trustorUserId);
+    if (!trustor?.enabled) throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
+    const trustorDomain = await this.resources.findAny(trustor.domainId);
+    if (!trustorDomain?.enabled) throw new AuthenticationError();
+    const scope = await this.projectScope(trust.projectId, () => new AuthenticationError());
+    const roles = await this.trustRoles(trust);
+    if (!roles?.length) throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
+
+    const methods = [...new Set([...(source?.methods ?? []), ...requestedMethods])];
+    const issuedAt = Math.floor(now / 1000) * 1000;
+    let expiresAt = source ? source.expiresAt : issuedAt + this.expirationSeconds * 1000;
+    if (trust.expiresAt) expiresAt = Math.min(expiresAt, Math.floor(trust.expiresAt.getTime() / 1000) * 1000);
+    const chainId = source ? (source.auditIds[1] ?? source.auditIds[0]!) : undefined;
+    const auditIds = chainId ? [newAuditId(), chainId] : [newAuditId()];
+    await this.refuseRevokedOnIssue(trustRevocable(user, scope, roles, auditIds, issuedAt, trust));
+    // A trust with limited uses: one taken now, atomically (none left, or gone meanwhile: refused).
+    if (trust.remainingUses !== null && !(await this.trusts!.consumeUse(trust.id))) throw new AuthenticationError();
+    const id = await this.provider.issue(
+      { userId: user.id, methods, expiresAt: expiresAt / 1000, auditIds, scope: { type: 'trust', projectId: scope.project.id, trustId: trust.id } },
+      issuedAt / 1000,
+    );
+    const shown = trust.impersonation ? { user: trustor, domainName: trustorDomain.name } : { user, domainName: (await this.resources.findAny(user.domainId))!.name };
+    return {
+      id,
+      methods: orderMethods(methods),
+      user: tokenUser(shown.user, shown.domainName),
+      scope,
+      roles: roles.map((role) => ({ id: role.id, name: role.name })),
+      trust: trustSummary(trust, roles),
+      auditIds,
+      issuedAt,
+      expiresAt,
+    };
+  }
+
+  /**
+   * A trust token's roles: the trust's with the roles they imply, or null when the trustor no longer
+   * holds every one of them on the project (Keystone's "Trustee has no delegated roles.").
+   */
+  private async trustRoles(trust: Trust): Promise<Role[] | null> {
+    const delegated = await this.trusts!.delegatedRoles(trust);
+    const held = new Set((await this.trusts!.trustorRoles(trust.trustorUserId, trust.projectId!)).map((role) => role.id));
+    return delegated.every((role) => held.has(role.id)) ? delegated : null;
   }
 
   /** The application_credential method: a project-scoped token with (at most) the credential's roles. */
@@ -370,6 +438,7 @@ export class TokenService {
 
     let scope: TokenScope;
     let credential: ApplicationCredential | undefined;
+    let trusted: { trust: Trust; roles: Role[]; shown: User; shownDomainName: string } | undefined;
     switch (payload.scope.type) {
       case 'unscoped':
         scope = { type: 'unscoped' };
@@ -395,34 +464,51 @@ export class TokenService {
         scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
         break;
       }
+      case 'trust': {
+        // Keystone: the trust must still be there (a deleted or used-up one: "Could not find trust").
+        const trust = await this.trusts?.find(payload.scope.trustId);
+        if (!trust) throw NotFoundError.of('trust', payload.scope.trustId);
+        if (trust.expiresAt && trust.expiresAt.getTime() <= now) throw NotFoundError.tokenNotValidated();
+        if (trust.trusteeUserId !== user.id || trust.projectId !== payload.scope.projectId) throw NotFoundError.tokenNotValidated();
+        const trustor = await this.identity.findUser(trust.trustorUserId);
+        if (!trustor?.enabled) throw NotFoundError.tokenNotValidated();
+        const trustorDomain = await this.resources.findAny(trustor.domainId);
+        if (!trustorDomain?.enabled) throw NotFoundError.tokenNotValidated();
+        scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
+        const trustRoles = await this.trustRoles(trust);
+        if (!trustRoles?.length) throw NotFoundError.tokenNotValidated();
+        trusted = trust.impersonation
+          ? { trust, roles: trustRoles, shown: trustor, shownDomainName: trustorDomain.name }
+          : { trust, roles: trustRoles, shown: user, shownDomainName: userDomain.name };
+        break;
+      }
       default:
-        // Trust, OAuth1 and federated tokens are not issued by this service.
+        // OAuth1 and federated tokens are not issued by this service.
         throw NotFoundError.tokenNotValidated();
     }
     const roles =
       scope.type === 'unscoped'
         ? []
-        : credential && scope.type === 'project'
-          ? await this.credentialRoles(user.id, scope, credential)
-          : await this.rolesFor(user.id, scope);
+        : trusted
+          ? trusted.roles
+          : credential && scope.type === 'project'
+            ? await this.credentialRoles(user.id, scope, credential)
+            : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw NotFoundError.tokenNotValidated();
 
-    const revocable = revocableToken(user, scope, roles, payload.auditIds, issuedAt * 1000);
+    const revocable = trusted
+      ? trustRevocable(user, scope, roles, payload.auditIds, issuedAt * 1000, trusted.trust)
+      : revocableToken(user, scope, roles, payload.auditIds, issuedAt * 1000);
     if (this.revocations.isRevoked(revocable)) throw NotFoundError.tokenNotValidated();
 
     const context: TokenContext = {
       id: token,
       methods: orderMethods(payload.methods),
-      user: {
-        id: user.id,
-        name: user.name,
-        domainId: user.domainId,
-        domainName: userDomain.name,
-        passwordExpiresAt: user.passwordExpiresAt,
-      },
+      user: trusted ? tokenUser(trusted.shown, trusted.shownDomainName) : tokenUser(user, userDomain.name),
       scope,
       roles: roles.map((role) => ({ id: role.id, name: role.name })),
       ...(credential ? { applicationCredential: credentialSummary(credential) } : {}),
+      ...(trusted ? { trust: trustSummary(trusted.trust, trusted.roles) } : {}),
       auditIds: payload.auditIds,
       issuedAt: issuedAt * 1000,
       expiresAt,
@@ -481,6 +567,9 @@ export class TokenService {
         if (!project) throw new AuthenticationError();
         return this.projectScope(project.id, () => new AuthenticationError());
       }
+      case 'trust':
+        // Handled before the scope is resolved (authenticateTrust).
+        throw new AuthenticationError();
       case 'default': {
         // Keystone scopes to the default project when the user may use it, else silently unscoped.
         if (!user.defaultProjectId) return { type: 'unscoped' };
@@ -542,6 +631,19 @@ function revocableToken(user: { id: string; domainId: string }, scope: TokenScop
     auditChainId: auditIds[1] ?? auditId,
     issuedAt,
   };
+}
+
+/** A trust token's revocation check: an event of its trust, or of its trustor or trustee (as user_id). */
+function trustRevocable(user: { id: string; domainId: string }, scope: TokenScope, roles: readonly { id: string }[], auditIds: readonly string[], issuedAt: number, trust: Trust): RevocableToken {
+  return { ...revocableToken(user, scope, roles, auditIds, issuedAt), trustId: trust.id, trustorId: trust.trustorUserId, trusteeId: trust.trusteeUserId };
+}
+
+function tokenUser(user: User, domainName: string): TokenContext['user'] {
+  return { id: user.id, name: user.name, domainId: user.domainId, domainName, passwordExpiresAt: user.passwordExpiresAt };
+}
+
+function trustSummary(trust: Trust, roles: Role[]): NonNullable<TokenContext['trust']> {
+  return { id: trust.id, trustorUserId: trust.trustorUserId, trusteeUserId: trust.trusteeUserId, impersonation: trust.impersonation, roles };
 }
 
 /** The token about to be issued is already revoked (an event in this very second): try again in the next. */

@@ -137,3 +137,28 @@ t.test('events applied from messages do not move where catching up starts', asyn
   await here.catchUp();
   t.ok(here.isRevoked(token('r4')), 'the database’s event of that id is read');
 });
+
+t.test("a trust token: a user event matches its trustor and trustee too, a trust event its trust (Keystone's rules)", async (t) => {
+  const { store, clock } = await freshStore(t);
+  const revocations = new Revocations(store, clock);
+  await revocations.load();
+  const trustToken = (overrides: Partial<RevocableToken> = {}): RevocableToken => ({
+    userId: 'trustee',
+    projectId: 'p1',
+    roleIds: ['r1'],
+    auditId: 'a1',
+    auditChainId: 'a1',
+    trustId: 't1',
+    trustorId: 'trustor',
+    trusteeId: 'trustee',
+    issuedAt: clock.now() - 1000,
+    ...overrides,
+  });
+  await store.transaction((em) => revocations.record(em, { userId: 'trustor' }));
+  t.ok(revocations.isRevoked(trustToken()), 'the trustor revoked: its trust tokens go');
+  t.notOk(revocations.isRevoked(trustToken({ trustorId: 'someone-else' })), 'another trustor: not');
+  t.notOk(revocations.isRevoked({ userId: 'trustee', roleIds: [], auditId: 'x', auditChainId: 'x', issuedAt: clock.now() - 1000 }), "the trustee's own tokens: not");
+  await store.transaction((em) => revocations.record(em, { trustId: 't2' }));
+  t.ok(revocations.isRevoked(trustToken({ trustId: 't2', trustorId: 'other' })), 'the trust deleted');
+  t.notOk(revocations.isRevoked(trustToken({ trustId: 't3', trustorId: 'other' })), 'another trust');
+});

@@ -297,6 +297,22 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   // EC2 and S3 signatures: a service or an admin asks (Keystone 22's patched policy)
   { method: 'POST', path: '/v3/ec2tokens', allowed: ADMINS, body: () => ({}), note: 'allowed: 400 for the empty body' },
   { method: 'POST', path: '/v3/s3tokens', allowed: ADMINS, body: () => ({}), note: 'allowed: 400 for the empty body' },
+  // OS-TRUST (a trust that exists nowhere: Keystone reads it before its policy, so every token gets its 404)
+  {
+    method: 'POST',
+    path: '/v3/OS-TRUST/trusts',
+    allowed: [],
+    body: () => ({ trust: { trustor_user_id: 'someone-else', trustee_user_id: 'someone', project_id: 'none', impersonation: false, roles: [{ name: 'reader' }] } }),
+    note: 'only the trustor creates a trust, not even an admin for someone else',
+  },
+  { method: 'GET', path: '/v3/OS-TRUST/trusts', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/OS-TRUST/trusts?trustor_user_id=:user', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/OS-TRUST/trusts?trustee_user_id=:self', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/OS-TRUST/trusts/none', allowed: EVERYONE },
+  { method: 'DELETE', path: '/v3/OS-TRUST/trusts/none', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/OS-TRUST/trusts/none/roles', allowed: EVERYONE },
+  { method: 'GET', path: '/v3/OS-TRUST/trusts/none/roles/:role', allowed: EVERYONE },
+  { method: 'HEAD', path: '/v3/OS-TRUST/trusts/none/roles/:role', allowed: EVERYONE },
 ];
 
 /** Rows that only this service has (not compared with Keystone). */

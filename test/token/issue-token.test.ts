@@ -172,6 +172,12 @@ t.test('the checked forms of a token request', async (t) => {
     password: { user: { id: 'u1' }, password: 'pw' },
     scope: { type: 'default' },
   });
+  t.same(parseTokenRequest({ methods: ['password'], password: { user: { id: 'u1', password: 'pw' } }, scope: { 'OS-TRUST:trust': { id: 't1' } } }), {
+    method: 'user',
+    methods: ['password'],
+    password: { user: { id: 'u1' }, password: 'pw' },
+    scope: { type: 'trust', trustId: 't1' },
+  });
   t.same(parseTokenRequest({ methods: ['application_credential'], application_credential: { id: 'ac', secret: 's' } }), {
     method: 'application_credential',
     credential: { id: 'ac' },
@@ -199,7 +205,7 @@ t.test("malformed requests get Keystone's answers, in its order", async (t) => {
     ['project without id or name', password({ project: { id: 5 } }), 400, 'Invalid input for field scope/project: id or name must be present.'],
     ['project by name without domain', password({ project: { name: 'p' } }), 400, expecting('domain', 'project')],
     ['project domain without id or name', password({ project: { name: 'p', domain: {} } }), 400, 'Invalid input for field scope/project/domain: id or name must be present.'],
-    ['a trust', password({ 'OS-TRUST:trust': { id: 't' } }), 401, 'Attempted to authenticate with an unsupported method.'],
+    ['a trust without id', password({ 'OS-TRUST:trust': {} }), 400, expecting('trust_id', 'trust')],
     ['scope checked before the user', { methods: ['password'], password: {}, scope: { galaxy: {} } }, 400, expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope')],
     ['no user', { methods: ['password'], password: {} }, 400, expecting('user', 'password')],
     ['user by name without domain', { methods: ['password'], password: { user: { name: 'a', password: 'x' } } }, 400, expecting('domain', 'user')],
