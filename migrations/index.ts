@@ -11,6 +11,7 @@ import { Migration20261125020000_expiry_microseconds } from './Migration20261125
 import { Migration20261127000000_policies } from './Migration20261127000000_policies.ts';
 import { Migration20261127010000_endpoint_filter } from './Migration20261127010000_endpoint_filter.ts';
 import { Migration20261127020000_unified_limits } from './Migration20261127020000_unified_limits.ts';
+import { Migration20261128040000_oauth1 } from './Migration20261128040000_oauth1.ts';
 
 /** Every migration, in order. The same list runs on PGlite and on PostgreSQL. */
 export const migrations: { name: string; class: Constructor<Migration> }[] = [
@@ -25,4 +26,5 @@ export const migrations: { name: string; class: Constructor<Migration> }[] = [
   { name: 'Migration20261127000000_policies', class: Migration20261127000000_policies },
   { name: 'Migration20261127010000_endpoint_filter', class: Migration20261127010000_endpoint_filter },
   { name: 'Migration20261127020000_unified_limits', class: Migration20261127020000_unified_limits },
+  { name: 'Migration20261128040000_oauth1', class: Migration20261128040000_oauth1 },
 ];

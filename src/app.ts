@@ -38,6 +38,8 @@ import { IdentityService } from './identity/identity-service.ts';
 import { ApplicationCredentialService } from './identity/application-credential-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
 import { loadPepper, SecretHasher } from './identity/secret-hash.ts';
+import { OAuth1Service } from './oauth1/oauth1-service.ts';
+import { SecretBox } from './oauth1/secret-box.ts';
 import { PolicyIdentityAuthorizer } from './policy/identity-authorizer.ts';
 import { IdentityPolicy } from './policy/identity-policy.ts';
 import { ResourceService } from './resource/resource-service.ts';
@@ -284,7 +286,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       },
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
-    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync);
+    const oauth1 = new OAuth1Service(store, resources, assignments, new SecretBox(pepper.pepper), clock, {
+      requestToken: config.oauth1RequestTokenDuration,
+      accessToken: config.oauth1AccessTokenDuration,
+    }, accessEpoch);
+    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, undefined, oauth1);
     // GET /metrics; nothing is recorded when METRICS_ALLOWED_NETWORKS is empty (no one could read it).
     const metrics = config.metricsAllowedNetworks.length > 0 ? new ServiceMetrics() : undefined;
     // One counter object for every gateway policy a reload builds, so hits and misses carry over.
@@ -383,6 +389,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       identity,
       assignments,
       applicationCredentials,
+      oauth1,
       catalog,
       endpointFilter,
       limits: new LimitService(store),

@@ -25,6 +25,9 @@ const TARGET_TYPES: Record<string, string> = {
   application_credential: 'data/security/credential',
   access_rule: 'data/security/credential',
   token: 'data/security/credential',
+  'OS-OAUTH1:consumer': 'data/security/account',
+  'OS-OAUTH1:request_token': 'data/security/credential',
+  'OS-OAUTH1:access_token': 'data/security/credential',
 };
 
 export type Outcome = 'success' | 'failure';

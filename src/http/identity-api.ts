@@ -22,6 +22,7 @@ import { registerGatewayPolicyRoutes } from './routes/gateway-policy.ts';
 import { registerGroupRoutes } from './routes/groups.ts';
 import { registerHealthRoutes, type ReadinessProbe } from './routes/health.ts';
 import { registerMetricsRoutes, registerRequestMetrics } from './routes/metrics.ts';
+import { registerOAuth1Routes } from './routes/oauth1.ts';
 import { registerProjectRoutes } from './routes/projects.ts';
 import { registerRoleRoutes } from './routes/roles.ts';
 import { registerUserRoutes } from './routes/users.ts';
@@ -214,6 +215,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerCatalogRoutes(app, api);
   registerPolicyRoutes(app, api);
   registerEndpointFilterRoutes(app, api);
+  registerOAuth1Routes(app, api);
   registerLimitRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);

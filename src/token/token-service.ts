@@ -13,6 +13,7 @@ import type { Store } from '../store/database.ts';
 import { isDatabaseUnreachable } from '../store/unavailable.ts';
 import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS } from './fernet-provider.ts';
+import type { AccessToken, OAuth1Service } from '../oauth1/oauth1-service.ts';
 import type { TokenProvider } from './token-provider.ts';
 import type { DomainReference, ScopeRequest, TokenRequest } from './token-request.ts';
 
@@ -29,6 +30,8 @@ export interface TokenContext {
   user: { id: string; name: string; domainId: string; domainName: string; passwordExpiresAt: Date | null };
   scope: TokenScope;
   roles: { id: string; name: string }[];
+  /** Set for tokens issued through an OS-OAUTH1 access token. */
+  oauth1?: { accessTokenId: string; consumerId: string };
   /** Set for tokens issued to an application credential. */
   applicationCredential?: { id: string; name: string; restricted: boolean; accessRules: AccessRule[] };
   /** [own] or [own, parent-chain] */
@@ -59,6 +62,8 @@ export class TokenService {
     private readonly expirationSeconds: number,
     private readonly sync: ClusterSync,
     cacheSize = 10_000,
+    /** OS-OAUTH1: the oauth1 method and the access tokens its tokens are validated against. */
+    private readonly oauth1?: Pick<OAuth1Service, 'authenticate' | 'findAccessToken'>,
   ) {
     // While the database is unreachable, what this node validated before is served (ClusterSync
     // bounds how long, and revocations still reach the index through Redis).
@@ -122,6 +127,7 @@ export class TokenService {
 
   private async authenticateNow(request: TokenRequest): Promise<TokenContext> {
     if (request.method === 'application_credential') return this.authenticateApplicationCredential(request);
+    if (request.method === 'oauth1') return this.authenticateOAuth1(request);
     const scopeRequest = request.scope;
     const now = this.clock.now();
     let user: User | undefined;
@@ -130,6 +136,9 @@ export class TokenService {
       source = await this.validate(request.token.id);
       if (source.applicationCredential) {
         throw ForbiddenError.action('Using an application credential token to create another token is not allowed');
+      }
+      if (source.oauth1) {
+        throw ForbiddenError.action('Using OAuth-scoped token to create another token. Create a new OAuth-scoped token instead');
       }
       if (source.scope.type === 'system' && (scopeRequest.type === 'project' || scopeRequest.type === 'domain')) {
         throw ForbiddenError.action('Using a system-scoped token to create a project-scoped or domain-scoped token is not allowed');
@@ -221,6 +230,53 @@ export class TokenService {
       issuedAt,
       expiresAt,
     };
+  }
+
+  /** The oauth1 method: a project-scoped token with the access token's roles the user still holds. */
+  private async authenticateOAuth1(request: TokenRequest & { method: 'oauth1' }): Promise<TokenContext> {
+    if (!this.oauth1) throw new AuthenticationError();
+    const accessToken = await this.oauth1.authenticate(request.signed);
+    const user = await this.identity.findUser(accessToken.authorizingUserId);
+    if (!user || !user.enabled) throw new AuthenticationError();
+    const userDomain = await this.resources.findAny(user.domainId);
+    if (!userDomain?.enabled) throw new AuthenticationError();
+    const scope = await this.projectScope(accessToken.projectId, () => new AuthenticationError());
+    const roles = await this.delegatedRoles(user.id, scope, accessToken);
+    if (roles.length === 0) throw new AuthenticationError();
+    const issuedAt = Math.floor(this.clock.now() / 1000) * 1000;
+    const expiresAt = issuedAt + this.expirationSeconds * 1000;
+    const auditIds = [newAuditId()];
+    await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
+    const id = await this.provider.issue(
+      { userId: user.id, methods: ['oauth1'], expiresAt: expiresAt / 1000, auditIds, scope: { type: 'oauth1', projectId: scope.project.id, accessTokenId: accessToken.id } },
+      issuedAt / 1000,
+    );
+    return {
+      id,
+      methods: ['oauth1'],
+      user: { id: user.id, name: user.name, domainId: user.domainId, domainName: userDomain.name, passwordExpiresAt: user.passwordExpiresAt },
+      scope,
+      roles: roles.map((role) => ({ id: role.id, name: role.name })),
+      oauth1: { accessTokenId: accessToken.id, consumerId: accessToken.consumerId },
+      auditIds,
+      issuedAt,
+      expiresAt,
+    };
+  }
+
+  /** Keystone's OAuth roles: the delegated roles and the roles they imply, of those the user holds on the project. */
+  private async delegatedRoles(userId: string, scope: TokenScope & { type: 'project' }, accessToken: AccessToken): Promise<Role[]> {
+    const implications = await this.assignments.listImplications();
+    const implied = new Map(implications.map((entry) => [entry.prior.id, entry.implied.map((role) => role.id)]));
+    const delegated = new Set<string>();
+    const queue = [...accessToken.roleIds];
+    while (queue.length) {
+      const roleId = queue.shift()!;
+      if (delegated.has(roleId)) continue;
+      delegated.add(roleId);
+      queue.push(...(implied.get(roleId) ?? []));
+    }
+    return (await this.rolesFor(userId, scope)).filter((role) => delegated.has(role.id));
   }
 
   /** The credential's roles that the user still holds on the project (Keystone recomputes them). */
@@ -334,6 +390,7 @@ export class TokenService {
 
     let scope: TokenScope;
     let credential: ApplicationCredential | undefined;
+    let accessToken: AccessToken | undefined;
     switch (payload.scope.type) {
       case 'unscoped':
         scope = { type: 'unscoped' };
@@ -359,8 +416,17 @@ export class TokenService {
         scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
         break;
       }
+      case 'oauth1': {
+        // A deleted access token (or consumer) ends its tokens: Keystone answers with this text.
+        const found = this.oauth1 ? await this.oauth1.findAccessToken(payload.scope.accessTokenId) : null;
+        if (!found) throw NotFoundError.oauth1('access token');
+        if (found.authorizingUserId !== user.id || found.projectId !== payload.scope.projectId) throw NotFoundError.tokenNotValidated();
+        accessToken = found;
+        scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
+        break;
+      }
       default:
-        // Trust, OAuth1 and federated tokens are not issued by this service.
+        // Trust and federated tokens are not issued by this service.
         throw NotFoundError.tokenNotValidated();
     }
     const roles =
@@ -368,7 +434,9 @@ export class TokenService {
         ? []
         : credential && scope.type === 'project'
           ? await this.credentialRoles(user.id, scope, credential)
-          : await this.rolesFor(user.id, scope);
+          : accessToken && scope.type === 'project'
+            ? await this.delegatedRoles(user.id, scope, accessToken)
+            : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw NotFoundError.tokenNotValidated();
 
     const revocable = revocableToken(user, scope, roles, payload.auditIds, issuedAt * 1000);
@@ -387,6 +455,7 @@ export class TokenService {
       scope,
       roles: roles.map((role) => ({ id: role.id, name: role.name })),
       ...(credential ? { applicationCredential: credentialSummary(credential) } : {}),
+      ...(accessToken ? { oauth1: { accessTokenId: accessToken.id, consumerId: accessToken.consumerId } } : {}),
       auditIds: payload.auditIds,
       issuedAt: issuedAt * 1000,
       expiresAt,
