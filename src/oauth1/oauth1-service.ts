@@ -12,8 +12,8 @@ import { isSignatureMethod, parseAuthorizationHeader, queryParameters, signature
 
 /** oauthlib's timestamp_lifetime: a signed request's timestamp may differ from now by this much. */
 export const TIMESTAMP_WINDOW_SECONDS = 600;
-/** Keystone's VERIFIER_CHARS: ASCII letters and digits; verifiers have 8 of them. */
-const VERIFIER_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+/** Keystone's VERIFIER_CHARS: ASCII letters and digits but the easily confused 'jiIl1oO0'; verifiers have 8. */
+const VERIFIER_CHARS = [...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'].filter((c) => !'jiIl1oO0'.includes(c)).join('');
 const HEX32 = /^[0-9a-f]{32}$/;
 
 export interface Consumer {

@@ -119,13 +119,16 @@ export class AuthenticationError extends ServiceError {
     return new AuthenticationError(AuthenticationError.GENERIC, undefined, failure);
   }
 
-  /** A signed OAuth1 request refused, in Keystone's words for the cause. */
+  /**
+   * A signed OAuth1 request refused. Keystone's Unauthorized hides its text from clients (they see
+   * the generic one); the cause, in Keystone's words, is kept for the audit trail.
+   */
   static oauth1(cause: keyof typeof OAUTH1_UNAUTHORIZED): AuthenticationError {
-    return new AuthenticationError(OAUTH1_UNAUTHORIZED[cause]);
+    return AuthenticationError.because({ reason: OAUTH1_UNAUTHORIZED[cause], code: 401 });
   }
 }
 
-/** Keystone's 401 texts of the OS-OAUTH1 flow and the oauth1 auth method, by cause. */
+/** Keystone's 401 texts of the OS-OAUTH1 flow and the oauth1 auth method, by cause (logged, not shown). */
 const OAUTH1_UNAUTHORIZED = {
   'invalid signature': 'Invalid signature',
   'request token expired': 'Request token is expired',

@@ -162,7 +162,7 @@ t.test('every write route of the identity API has its audit event', async (t) =>
     const audit = describeWrite(route.method, route.url, params, () => {
       const key = route.url.split('/').filter((part) => part && !part.startsWith(':')).pop()!;
       return { [key.replace(/ies$/, 'y').replace(/s$/, '')]: { id: 'new-id' } };
-    });
+    }, () => 'oauth_token=new-id&oauth_token_secret=not-a-secret');
     t.not(audit, undefined, `${route.method} ${route.url}`);
   }
 });

@@ -5,6 +5,8 @@ import { PUBLIC_URL, startTestApp, type TestApp } from '../helpers/app.ts';
 import { oauthlibAuthorization, type OAuthSigning } from '../helpers/oauth1-signer.ts';
 
 const FORM = 'application/x-www-form-urlencoded';
+// Keystone's Unauthorized shows clients only this (the cause goes to the audit trail).
+const GENERIC_401 = 'The request you have made requires authentication.';
 
 /** Signs with oauthlib (an independent signer) at the test clock's time, with a fresh hex nonce. */
 function signer(test: TestApp) {
@@ -80,12 +82,12 @@ t.test('OS-OAUTH1: consumers, delegation, the oauth1 method, access tokens', asy
     headers: { authorization: sign(requestTokenPath, { consumerKey: consumer.id, consumerSecret: 'f'.repeat(32), callback: 'oob' }), 'requested-project-id': project.id },
   });
   t.equal(badSecret.statusCode, 401);
-  t.equal(badSecret.json().error.message, 'Invalid signature');
+  t.equal(badSecret.json().error.message, GENERIC_401);
   const replayHeaders = requestHeaders();
   t.equal((await request({ method: 'POST', url: requestTokenPath, headers: replayHeaders })).statusCode, 201);
   const replay = await request({ method: 'POST', url: requestTokenPath, headers: replayHeaders });
   t.equal(replay.statusCode, 401, 'a nonce is good once');
-  t.equal(replay.json().error.message, 'Invalid signature');
+  t.equal(replay.json().error.message, GENERIC_401);
   const stale = await request({
     method: 'POST',
     url: requestTokenPath,
@@ -111,7 +113,7 @@ t.test('OS-OAUTH1: consumers, delegation, the oauth1 method, access tokens', asy
   t.equal((await call('PUT', authorizePath, { roles: [{ id: roles.member }] }, plainToken)).statusCode, 403, 'admin_required');
   const notHeld = await call('PUT', authorizePath, { roles: [{ id: unheld.id }] }, userToken);
   t.equal(notHeld.statusCode, 401);
-  t.equal(notHeld.json().error.message, 'authorizing user does not have role required');
+  t.equal(notHeld.json().error.message, GENERIC_401);
   const noRole = await call('PUT', authorizePath, { roles: [{ name: 'no-such-role' }] }, userToken);
   t.equal(noRole.statusCode, 404);
   t.equal(noRole.json().error.message, 'Role no-such-role is not defined');
@@ -120,21 +122,21 @@ t.test('OS-OAUTH1: consumers, delegation, the oauth1 method, access tokens', asy
   const authorized = await call('PUT', authorizePath, { roles: [{ name: 'member' }] }, userToken);
   t.equal(authorized.statusCode, 200);
   const verifier = authorized.json().token.oauth_verifier;
-  t.match(verifier, /^[A-Za-z0-9]{8}$/);
+  t.match(verifier, /^[A-HJ-NP-Za-hk-np-z2-9]{8}$/, 'Keystone\'s verifier characters');
 
   // ---- access token ----
   const accessTokenPath = '/v3/OS-OAUTH1/access_token';
   const accessSigning = (overrides: Partial<OAuthSigning> = {}) =>
     sign(accessTokenPath, { consumerKey: consumer.id, consumerSecret: consumer.secret, token: requestToken.oauth_token!, tokenSecret: requestToken.oauth_token_secret!, verifier, ...overrides });
-  const wrongVerifier = await request({ method: 'POST', url: accessTokenPath, headers: { authorization: accessSigning({ verifier: 'WRONGxyz' }) } });
+  const wrongVerifier = await request({ method: 'POST', url: accessTokenPath, headers: { authorization: accessSigning({ verifier: 'ABCDEFGH' }) } });
   t.equal(wrongVerifier.statusCode, 401);
-  t.equal(wrongVerifier.json().error.message, 'Provided verifier does not match stored verifier');
+  t.equal(wrongVerifier.json().error.message, GENERIC_401);
   const badVerifier = await request({ method: 'POST', url: accessTokenPath, headers: { authorization: accessSigning({ verifier: 'bad' }) } });
   t.equal(badVerifier.statusCode, 400);
   t.equal(badVerifier.json().error.message, 'Validation failed with errors: invalid_request, detail message is: Invalid verifier format..');
   const badTokenSecret = await request({ method: 'POST', url: accessTokenPath, headers: { authorization: accessSigning({ tokenSecret: 'e'.repeat(32) }) } });
   t.equal(badTokenSecret.statusCode, 401);
-  t.equal(badTokenSecret.json().error.message, 'Invalid signature');
+  t.equal(badTokenSecret.json().error.message, GENERIC_401);
   const exchanged = await request({ method: 'POST', url: accessTokenPath, headers: { authorization: accessSigning() } });
   t.equal(exchanged.statusCode, 201, exchanged.body);
   t.equal(exchanged.headers['content-type'], FORM);
@@ -171,7 +173,7 @@ t.test('OS-OAUTH1: consumers, delegation, the oauth1 method, access tokens', asy
   t.same(validated.json().token.roles, body.roles);
   const wrongSecret = await oauthLogin(accessToken, 'd'.repeat(32));
   t.equal(wrongSecret.statusCode, 401);
-  t.equal(wrongSecret.json().error.message, 'Could not validate the access token');
+  t.equal(wrongSecret.json().error.message, GENERIC_401);
   const rescope = await call('POST', '/v3/auth/tokens', { auth: { identity: { methods: ['token'], token: { id: oauthToken } } } }, null);
   t.equal(rescope.statusCode, 403);
   t.equal(rescope.json().error.message, 'You are not authorized to perform the requested action: Using OAuth-scoped token to create another token. Create a new OAuth-scoped token instead.');
@@ -212,7 +214,7 @@ t.test('OS-OAUTH1: consumers, delegation, the oauth1 method, access tokens', asy
   clock.advance(601_000);
   const expired = await call('PUT', `/v3/OS-OAUTH1/authorize/${second.oauth_token}`, { roles: [{ id: roles.member }] }, (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token);
   t.equal(expired.statusCode, 401);
-  t.equal(expired.json().error.message, 'Request token is expired');
+  t.equal(expired.json().error.message, GENERIC_401);
 
   const freshUserToken = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
   const third = form((await request({ method: 'POST', url: requestTokenPath, headers: requestHeaders() })).body);
