@@ -1,4 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { FernetKeyRepository } from '../../src/token/fernet-key-repository.ts';
+import { newAuditId } from '../../src/token/fernet-payload.ts';
+import { FernetTokenProvider } from '../../src/token/fernet-provider.ts';
 import t from 'tap';
 import { ADMIN_PASSWORD, PUBLIC_URL, startTestApp } from '../helpers/app.ts';
 import { PEER_PASSWORD, PEER_URL, peerUp } from '../helpers/keystone-peer.ts';
@@ -7,6 +11,8 @@ import { oauthlibAuthorization, type OAuthSigning } from '../helpers/oauth1-sign
 // OS-OAUTH1 over HTTP against this service and the real Keystone 22 (that half is skipped without a
 // peer): the same flow, signed by oauthlib, must answer the same statuses, messages, body shapes and
 // content types. Ids and secrets become their shapes. What the run makes on the peer is deleted.
+
+const PEER_KEYS = `${process.env.KEYSTONE_PEER_DIR ?? '/tmp/keystone-peer'}/fernet-keys`;
 
 interface Seen {
   status: number;
@@ -31,7 +37,16 @@ async function send(url: string, init: { method: string; headers?: Record<string
 }
 
 /** The flow as one client sees it; `signBase` is the URL the service knows itself by. */
-async function scenario(base: string, signBase: string, adminPassword: string): Promise<Record<string, Seen>> {
+interface OAuthIssued {
+  adminToken: string;
+  oauthToken: string;
+  userId: string;
+  projectId: string;
+  accessTokenId: string;
+  consumerId: string;
+}
+
+async function scenario(base: string, signBase: string, adminPassword: string, crossCheck?: (issued: OAuthIssued) => Promise<void>): Promise<Record<string, Seen>> {
   const seen: Record<string, Seen> = {};
   const login = await send(`${base}/v3/auth/tokens`, {
     method: 'POST',
@@ -100,6 +115,7 @@ async function scenario(base: string, signBase: string, adminPassword: string): 
     record('oauth1 token', oauthLogin, token && { methods: token.methods, roles: token.roles.map((role: { name: string }) => role.name), user: token.user.id === userId, project: token.project.id === projectId, oauth: token['OS-OAUTH1'] && { access: token['OS-OAUTH1'].access_token_id === accessToken.oauth_token, consumer: token['OS-OAUTH1'].consumer_id === consumer.id } });
     const validated = await send(`${base}/v3/auth/tokens`, { method: 'GET', headers: { ...admin, 'x-subject-token': oauthLogin.token } });
     record('validate the oauth1 token', validated, Object.keys(validated.body.token['OS-OAUTH1']));
+    await crossCheck?.({ adminToken: login.token, oauthToken: oauthLogin.token, userId, projectId, accessTokenId: accessToken.oauth_token!, consumerId: consumer.id });
     record('list access tokens as the oauth1 token', await send(`${base}/v3/users/${userId}/OS-OAUTH1/access_tokens`, { method: 'GET', headers: { 'x-auth-token': oauthLogin.token } }));
     const rescope = await send(`${base}/v3/auth/tokens`, { method: 'POST', body: { auth: { identity: { methods: ['token'], token: { id: oauthLogin.token } } } } });
     record('re-scope the oauth1 token', rescope);
@@ -126,7 +142,25 @@ t.test('OS-OAUTH1 answers as Keystone 22 does', { skip }, async (t) => {
   await app.server.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.server.address();
   const ours = await scenario(`http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`, PUBLIC_URL, ADMIN_PASSWORD);
-  const theirs = await scenario(PEER_URL, PEER_URL, PEER_PASSWORD);
+  const theirs = await scenario(PEER_URL, PEER_URL, PEER_PASSWORD, async (issued) => {
+    // With the peer's key repository: its OAuth token decodes here, and one issued here validates there.
+    if (!fs.existsSync(PEER_KEYS)) return;
+    const provider = new FernetTokenProvider(new FernetKeyRepository(PEER_KEYS, 3), { info() {}, error() {} });
+    provider.reload();
+    const decoded = provider.decode(issued.oauthToken);
+    t.same(decoded.payload.scope, { type: 'oauth1', projectId: issued.projectId, accessTokenId: issued.accessTokenId }, 'Keystone\'s OauthScopedPayload decodes');
+    t.same(decoded.payload.methods, ['oauth1']);
+    t.equal(decoded.payload.userId, issued.userId);
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    const ours = provider.issue(
+      { userId: issued.userId, methods: ['oauth1'], expiresAt: nowSeconds + 600, auditIds: [newAuditId()], scope: { type: 'oauth1', projectId: issued.projectId, accessTokenId: issued.accessTokenId } },
+      nowSeconds,
+    );
+    const validated = await send(`${PEER_URL}/v3/auth/tokens`, { method: 'GET', headers: { 'x-auth-token': issued.adminToken, 'x-subject-token': ours } });
+    t.equal(validated.status, 200, 'Keystone validates an OAuth token issued here');
+    t.same(validated.body.token['OS-OAUTH1'], { access_token_id: issued.accessTokenId, consumer_id: issued.consumerId });
+    t.same(validated.body.token.methods, ['oauth1']);
+  });
   for (const name of Object.keys(theirs)) t.same(ours[name], theirs[name], name);
   t.same(Object.keys(ours), Object.keys(theirs));
 });
