@@ -162,7 +162,9 @@ export class OAuth1Service {
 
   /** PUT /v3/OS-OAUTH1/authorize/{id}: the user delegates roles they hold on the requested project. */
   async authorizeRequestToken(requestTokenId: string, authorizer: Authorizer, roles: { id?: string | undefined; name?: string | undefined }[]): Promise<string> {
-    if (authorizer.delegated) throw new ForbiddenError('Cannot authorize a request token with a token issued via delegation.');
+    // Keystone's text, 'Cannot authorize a request token with a token issued via delegation.', is
+    // hidden from clients as every Forbidden's is: they see the generic one.
+    if (authorizer.delegated) throw ForbiddenError.action();
     const found = await this.repository.findRequestToken(this.store.reader(), requestTokenId);
     if (!found) throw NotFoundError.oauth1('request token');
     if (this.expired(found.expiresAt)) throw AuthenticationError.oauth1('request token expired');
@@ -270,14 +272,16 @@ export class OAuth1Service {
 
   // ---- the user's access tokens ------------------------------------------------------------
 
-  async listAccessTokens(userId: string): Promise<AccessToken[]> {
+  /** `delegated`: the caller's token came from a delegation (Keystone refuses it, its text hidden). */
+  async listAccessTokens(userId: string, delegated = false): Promise<AccessToken[]> {
+    if (delegated) throw ForbiddenError.action();
     return (await this.repository.listAccessTokens(this.store.reader(), userId)).map(toAccessToken);
   }
 
   async getAccessToken(userId: string, id: string): Promise<AccessToken> {
     const row = await this.repository.findAccessToken(this.store.reader(), id);
     if (!row) throw NotFoundError.oauth1('access token');
-    if (row.authorizingUserId !== userId) throw NotFoundError.oauth1('access token');
+    if (row.authorizingUserId !== userId) throw NotFoundError.oauth1('another user');
     return toAccessToken(row);
   }
 
@@ -299,8 +303,10 @@ export class OAuth1Service {
   }
 
   async accessTokenRole(userId: string, id: string, roleId: string): Promise<Role> {
-    const token = await this.getAccessToken(userId, id);
-    if (!token.roleIds.includes(roleId)) throw NotFoundError.oauth1('role');
+    const row = await this.repository.findAccessToken(this.store.reader(), id);
+    if (!row) throw NotFoundError.oauth1('access token');
+    if (row.authorizingUserId !== userId) throw AuthenticationError.oauth1('user mismatch');
+    if (!row.roleIds.includes(roleId)) throw NotFoundError.of('role', roleId);
     return this.assignments.getRole(roleId);
   }
 

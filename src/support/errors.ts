@@ -147,7 +147,8 @@ const OAUTH1_NOT_FOUND = {
   consumer: 'Consumer not found',
   'request token': 'Request token not found',
   'access token': 'Access token not found',
-  role: 'Could not find role.',
+  // Keystone 22 raises a bare NotFound for another user's access token: its template goes out unfilled.
+  'another user': 'Could not find: %(target)s.',
 } as const;
 
 /** 403: authenticated, but not allowed (policy) or the operation is refused by a rule. */

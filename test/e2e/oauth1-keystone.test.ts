@@ -125,7 +125,12 @@ async function scenario(base: string, signBase: string, adminPassword: string, c
     record('get access token', one, Object.keys(one.body.access_token));
     const roles = await send(`${tokensPath}/${accessToken.oauth_token}/roles`, { method: 'GET', headers: admin });
     record('access token roles', roles, (roles.body.roles as { name: string }[]).map((role) => role.name));
-    record('access token, a role not delegated', await send(`${tokensPath}/${accessToken.oauth_token}/roles/${'b'.repeat(32)}`, { method: 'GET', headers: admin }), 'status only');
+    record('access token, a role not delegated', await send(`${tokensPath}/${accessToken.oauth_token}/roles/${'b'.repeat(32)}`, { method: 'GET', headers: admin }));
+    const othersPath = `${base}/v3/users/${'0'.repeat(32)}/OS-OAUTH1/access_tokens/${accessToken.oauth_token}`;
+    record('another user\'s access token', await send(othersPath, { method: 'GET', headers: admin }));
+    record('another user\'s access token roles', await send(`${othersPath}/roles`, { method: 'GET', headers: admin }));
+    record('another user\'s access token role', await send(`${othersPath}/roles/${reader.id}`, { method: 'GET', headers: admin }));
+    record('delete another user\'s access token', await send(othersPath, { method: 'DELETE', headers: admin }));
     record('delete access token', await send(`${tokensPath}/${accessToken.oauth_token}`, { method: 'DELETE', headers: admin }));
     record('validate after the delete', await send(`${base}/v3/auth/tokens`, { method: 'GET', headers: { ...admin, 'x-subject-token': oauthLogin.token } }));
     record('get a deleted access token', await send(`${tokensPath}/${accessToken.oauth_token}`, { method: 'GET', headers: admin }));

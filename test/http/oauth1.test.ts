@@ -218,7 +218,7 @@ t.test('OS-OAUTH1: consumers, delegation, the oauth1 method, access tokens', asy
 
   const freshUserToken = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
   const third = form((await request({ method: 'POST', url: requestTokenPath, headers: requestHeaders() })).body);
-  const thirdVerifier = (await call('PUT', `/v3/OS-OAUTH1/authorize/${third.oauth_token}`, { roles: [{ id: roles.reader }] }, freshUserToken)).json().token.oauth_verifier;
+  const thirdVerifier = (await call('PUT', `/v3/OS-OAUTH1/authorize/${third.oauth_token}`, { roles: [{ id: roles.admin }] }, freshUserToken)).json().token.oauth_verifier;
   const thirdAccess = form(
     (
       await request({
@@ -230,7 +230,22 @@ t.test('OS-OAUTH1: consumers, delegation, the oauth1 method, access tokens', asy
   );
   const thirdToken = await oauthLogin(thirdAccess);
   t.equal(thirdToken.statusCode, 201);
-  t.same(thirdToken.json().token.roles.map((r: { name: string }) => r.name), ['reader']);
+  t.same(thirdToken.json().token.roles.map((r: { name: string }) => r.name).sort(), ['admin', 'member', 'reader']);
+  const delegatedAdmin = String(thirdToken.headers['x-subject-token']);
+  const delegatedList = await call('GET', tokensPath, undefined, delegatedAdmin);
+  t.equal(delegatedList.statusCode, 403, 'a delegated token lists no access tokens, even with admin');
+  t.equal(delegatedList.json().error.message, 'You are not authorized to perform the requested action.');
+  const fourth = form((await request({ method: 'POST', url: requestTokenPath, headers: requestHeaders() })).body);
+  const delegatedAuthorize = await call('PUT', `/v3/OS-OAUTH1/authorize/${fourth.oauth_token}`, { roles: [{ id: roles.reader }] }, delegatedAdmin);
+  t.equal(delegatedAuthorize.statusCode, 403, 'nor authorizes a request token');
+  t.equal(delegatedAuthorize.json().error.message, 'You are not authorized to perform the requested action.');
+  const othersToken = await call('GET', `/v3/users/${plain.id}/OS-OAUTH1/access_tokens/${thirdAccess.oauth_token}`);
+  t.equal(othersToken.statusCode, 404);
+  t.equal(othersToken.json().error.message, 'Could not find: %(target)s.', 'Keystone\'s unfilled template');
+  const notDelegated = await call('GET', `${tokensPath}/${thirdAccess.oauth_token}/roles/${unheld.id}`);
+  t.equal(notDelegated.json().error.message, `Could not find role: ${unheld.id}.`);
+  t.equal((await call('GET', `/v3/users/${plain.id}/OS-OAUTH1/access_tokens/${thirdAccess.oauth_token}/roles/${roles.admin}`)).statusCode, 401);
+  t.equal((await call('DELETE', `/v3/users/${plain.id}/OS-OAUTH1/access_tokens/${thirdAccess.oauth_token}`)).statusCode, 401, 'not the authorizing user');
   t.equal((await call('DELETE', `/v3/OS-OAUTH1/consumers/${consumer.id}`)).statusCode, 204);
   t.equal((await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': String(thirdToken.headers['x-subject-token']) })).statusCode, 404, 'a deleted consumer ends its tokens');
   t.equal((await call('GET', tokensPath)).json().access_tokens.length, 0, 'its access tokens are gone');

@@ -151,8 +151,8 @@ export function registerOAuth1Routes(app: App, api: IdentityApi): void {
     '/v3/users/:user_id/OS-OAUTH1/access_tokens',
     { schema: { params: UserParams, response: { 200: many('access_tokens', OAuth1AccessTokenEntity) } } },
     async (request) => {
-      authorize(api, request, 'identity:list_access_tokens', { user: { id: request.params.user_id } });
-      const tokens = await api.oauth1.listAccessTokens(request.params.user_id);
+      const auth = authorize(api, request, 'identity:list_access_tokens', { user: { id: request.params.user_id } });
+      const tokens = await api.oauth1.listAccessTokens(request.params.user_id, auth.oauth1 !== undefined);
       return { access_tokens: tokens.map((token) => renderAccessToken(request, token)), links: collectionLinks(request) };
     },
   );
