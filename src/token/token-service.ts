@@ -207,25 +207,31 @@ export class TokenService {
     const issuedAt = Math.floor(this.clock.now() / 1000) * 1000;
     let expiresAt = issuedAt + this.expirationSeconds * 1000;
     if (credential.expiresAt) expiresAt = Math.min(expiresAt, Math.floor(credential.expiresAt.getTime() / 1000) * 1000);
+    return this.issueDelegated(
+      { user, userDomain, scope, roles, issuedAt, expiresAt },
+      { type: 'application_credential', projectId: scope.project.id, applicationCredentialId: credential.id },
+      { applicationCredential: credentialSummary(credential) },
+    );
+  }
+
+  /** A token of one delegation method (application_credential, oauth1): its own payload scope and body part. */
+  private async issueDelegated(
+    token: { user: User; userDomain: { name: string }; scope: TokenScope & { type: 'project' }; roles: Role[]; issuedAt: number; expiresAt: number },
+    payloadScope: Extract<TokenPayload['scope'], { type: 'application_credential' | 'oauth1' }>,
+    delegation: Pick<TokenContext, 'applicationCredential' | 'oauth1'>,
+  ): Promise<TokenContext> {
+    const { user, userDomain, scope, roles, issuedAt, expiresAt } = token;
+    const methods = [payloadScope.type];
     const auditIds = [newAuditId()];
     await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
-    const id = await this.provider.issue(
-      {
-        userId: user.id,
-        methods: ['application_credential'],
-        expiresAt: expiresAt / 1000,
-        auditIds,
-        scope: { type: 'application_credential', projectId: scope.project.id, applicationCredentialId: credential.id },
-      },
-      issuedAt / 1000,
-    );
+    const id = await this.provider.issue({ userId: user.id, methods, expiresAt: expiresAt / 1000, auditIds, scope: payloadScope }, issuedAt / 1000);
     return {
       id,
-      methods: ['application_credential'],
+      methods,
       user: { id: user.id, name: user.name, domainId: user.domainId, domainName: userDomain.name, passwordExpiresAt: user.passwordExpiresAt },
       scope,
       roles: roles.map((role) => ({ id: role.id, name: role.name })),
-      applicationCredential: credentialSummary(credential),
+      ...delegation,
       auditIds,
       issuedAt,
       expiresAt,
@@ -244,24 +250,11 @@ export class TokenService {
     const roles = await this.delegatedRoles(user.id, scope, accessToken);
     if (roles.length === 0) throw new AuthenticationError();
     const issuedAt = Math.floor(this.clock.now() / 1000) * 1000;
-    const expiresAt = issuedAt + this.expirationSeconds * 1000;
-    const auditIds = [newAuditId()];
-    await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
-    const id = await this.provider.issue(
-      { userId: user.id, methods: ['oauth1'], expiresAt: expiresAt / 1000, auditIds, scope: { type: 'oauth1', projectId: scope.project.id, accessTokenId: accessToken.id } },
-      issuedAt / 1000,
+    return this.issueDelegated(
+      { user, userDomain, scope, roles, issuedAt, expiresAt: issuedAt + this.expirationSeconds * 1000 },
+      { type: 'oauth1', projectId: scope.project.id, accessTokenId: accessToken.id },
+      { oauth1: { accessTokenId: accessToken.id, consumerId: accessToken.consumerId } },
     );
-    return {
-      id,
-      methods: ['oauth1'],
-      user: { id: user.id, name: user.name, domainId: user.domainId, domainName: userDomain.name, passwordExpiresAt: user.passwordExpiresAt },
-      scope,
-      roles: roles.map((role) => ({ id: role.id, name: role.name })),
-      oauth1: { accessTokenId: accessToken.id, consumerId: accessToken.consumerId },
-      auditIds,
-      issuedAt,
-      expiresAt,
-    };
   }
 
   /** Keystone's OAuth roles: the delegated roles and the roles they imply, of those the user holds on the project. */
