@@ -337,17 +337,19 @@ export const ConsumerCreate = Type.Object(
   open,
 );
 export const ConsumerUpdate = Type.Object(
-  { consumer: Type.Optional(Type.Object({ description: Type.Optional(nullable(Type.String())) }, { additionalProperties: true, minProperties: 1, not: Type.Object({ secret: Type.Unknown() }, { required: ['secret'] }) })) },
+  { consumer: Type.Object({ description: Type.Optional(nullable(Type.String())) }, { additionalProperties: true, minProperties: 1, not: Type.Object({ secret: Type.Unknown() }, { required: ['secret'] }) }) },
   open,
 );
 export const RequestTokenAuthorize = Type.Object(
   {
-    roles: Type.Array(
-      Type.Object(
-        { id: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9-]+$' })), name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })) },
-        { additionalProperties: false, minProperties: 1, maxProperties: 1 },
+    // Keystone authorizes an empty list (or none): the access token then delegates no role.
+    roles: Type.Optional(
+      Type.Array(
+        Type.Object(
+          { id: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9-]+$' })), name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })) },
+          { additionalProperties: false, minProperties: 1, maxProperties: 1 },
+        ),
       ),
-      { minItems: 1 },
     ),
   },
   open,

@@ -93,6 +93,10 @@ async function scenario(base: string, signBase: string, adminPassword: string, c
     const authorizePath = `${base}/v3/OS-OAUTH1/authorize/${requestToken.oauth_token}`;
     record('authorize an unknown role', await send(authorizePath, { method: 'PUT', headers: admin, body: { roles: [{ name: 'no-such-role-oauth1' }] } }));
     record('authorize an unknown token', await send(`${base}/v3/OS-OAUTH1/authorize/${'a'.repeat(32)}`, { method: 'PUT', headers: admin, body: { roles: [{ id: reader.id }] } }));
+    const none = await send(authorizePath, { method: 'PUT', headers: admin, body: { roles: [] } });
+    record('authorize no roles', none, Object.keys(none.body?.token ?? {}));
+    record('authorize with id and name', await send(authorizePath, { method: 'PUT', headers: admin, body: { roles: [{ id: reader.id, name: 'reader' }] } }), 'refused');
+    record('update a consumer with nothing', await send(`${base}/v3/OS-OAUTH1/consumers/${consumer.id}`, { method: 'PATCH', headers: admin, body: { consumer: {} } }), 'refused');
     const authorized = await send(authorizePath, { method: 'PUT', headers: admin, body: { roles: [{ id: reader.id }] } });
     record('authorize', authorized, Object.keys(authorized.body.token));
     const verifier = authorized.body.token.oauth_verifier as string;

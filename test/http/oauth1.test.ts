@@ -117,7 +117,8 @@ t.test('OS-OAUTH1: consumers, delegation, the oauth1 method, access tokens', asy
   const noRole = await call('PUT', authorizePath, { roles: [{ name: 'no-such-role' }] }, userToken);
   t.equal(noRole.statusCode, 404);
   t.equal(noRole.json().error.message, 'Role no-such-role is not defined');
-  t.equal((await call('PUT', authorizePath, { roles: [] }, userToken)).statusCode, 400);
+  t.equal((await call('PUT', authorizePath, { roles: [{ id: roles.member, name: 'member' }] }, userToken)).statusCode, 400, 'one of id or name');
+  t.equal((await call('PATCH', `/v3/OS-OAUTH1/consumers/${consumer.id}`, { consumer: {} })).statusCode, 400, 'an empty update');
   t.equal((await call('PUT', '/v3/OS-OAUTH1/authorize/' + 'a'.repeat(32), { roles: [{ id: roles.member }] }, userToken)).statusCode, 404);
   const authorized = await call('PUT', authorizePath, { roles: [{ name: 'member' }] }, userToken);
   t.equal(authorized.statusCode, 200);

@@ -100,7 +100,7 @@ export function registerOAuth1Routes(app: App, api: IdentityApi): void {
     { schema: { params: ConsumerParams, body: ConsumerUpdate, response: { 200: one('consumer', ConsumerEntity) } } },
     async (request) => {
       authorize(api, request, 'identity:update_consumer');
-      const body = (request.body.consumer ?? {}) as Record<string, unknown>;
+      const body = request.body.consumer as Record<string, unknown>;
       if (body.id !== undefined && body.id !== request.params.consumer_id) throw ValidationError.idChange();
       const consumer = await api.oauth1.updateConsumer(request.params.consumer_id, {
         description: body.description as string | null | undefined,
@@ -135,7 +135,7 @@ export function registerOAuth1Routes(app: App, api: IdentityApi): void {
       const verifier = await api.oauth1.authorizeRequestToken(
         request.params.request_token_id,
         { userId: auth.user.id, delegated: auth.oauth1 !== undefined },
-        request.body.roles,
+        request.body.roles ?? [],
       );
       return { token: { oauth_verifier: verifier } };
     },
