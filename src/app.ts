@@ -47,6 +47,8 @@ import { ApplicationCredentialService } from './identity/application-credential-
 import { TrustService } from './trust/trust-service.ts';
 import { PasswordHasher } from './identity/password-hash.ts';
 import { loadPepper, SecretHasher } from './identity/secret-hash.ts';
+import { OAuth1Service } from './oauth1/oauth1-service.ts';
+import { SecretBox } from './oauth1/secret-box.ts';
 import { PolicyIdentityAuthorizer } from './policy/identity-authorizer.ts';
 import { IdentityPolicy } from './policy/identity-policy.ts';
 import { ResourceService } from './resource/resource-service.ts';
@@ -338,7 +340,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
     const trusts = new TrustService(store, identity, resources, assignments, revocations, clock, accessEpoch);
-    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts);
+    const oauth1 = new OAuth1Service(store, resources, assignments, new SecretBox(pepper.pepper), clock, {
+      requestToken: config.oauth1RequestTokenDuration,
+      accessToken: config.oauth1AccessTokenDuration,
+    }, accessEpoch);
+    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts, oauth1);
     // Credential blobs are encrypted at rest with Keystone's credential keys (created on first start).
     const credentialKeys = new CredentialEncryption(createCredentialKeySource(config, store, log, keyNotices), log, () => clock.now());
     startedParts.push(() => credentialKeys.stop());
@@ -443,6 +449,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       assignments,
       applicationCredentials,
       trusts,
+      oauth1,
       catalog,
       endpointFilter,
       limits: new LimitService(store),

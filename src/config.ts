@@ -27,6 +27,10 @@ export interface Config {
   redisUrl: string | undefined;
   adminPassword: string | undefined;
   tokenExpiration: number;
+  /** OAUTH1_REQUEST_TOKEN_DURATION: Keystone's [oauth1] request_token_duration, seconds (0: never expires). */
+  oauth1RequestTokenDuration: number;
+  /** OAUTH1_ACCESS_TOKEN_DURATION: Keystone's [oauth1] access_token_duration, seconds (0: never expires). */
+  oauth1AccessTokenDuration: number;
   fernetKeyRepository: string;
   fernetMaxActiveKeys: number;
   tokenProvider: 'fernet' | 'jws' | 'uuid';
@@ -307,6 +311,8 @@ export function loadConfig(env: Environment = process.env): Config {
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     adminPassword,
     tokenExpiration: integer(env, 'TOKEN_EXPIRATION', 3600, 60, 31_536_000),
+    oauth1RequestTokenDuration: integer(env, 'OAUTH1_REQUEST_TOKEN_DURATION', 28_800, 0, 31_536_000),
+    oauth1AccessTokenDuration: integer(env, 'OAUTH1_ACCESS_TOKEN_DURATION', 86_400, 0, 315_360_000),
     fernetKeyRepository: path.resolve(env.FERNET_KEY_REPOSITORY || path.join(dataDir, 'fernet-keys')),
     fernetMaxActiveKeys: integer(env, 'FERNET_MAX_ACTIVE_KEYS', 3, 1, 100),
     tokenProvider: tokenProvider(env),

@@ -26,6 +26,9 @@ const TARGET_TYPES: Record<string, string> = {
   access_rule: 'data/security/credential',
   token: 'data/security/credential',
   'OS-TRUST:trust': 'data/security/trust',
+  'OS-OAUTH1:consumer': 'data/security/account',
+  'OS-OAUTH1:request_token': 'data/security/credential',
+  'OS-OAUTH1:access_token': 'data/security/credential',
 };
 
 export type Outcome = 'success' | 'failure';

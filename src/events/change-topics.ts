@@ -97,6 +97,12 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   // Trusts are held by validated trust-scoped tokens (a use consumed may delete one), like credentials.
   trust: { write: ['credential'] },
   trust_role: { write: ['credential'] },
+  // OS-OAUTH1: no cache holds consumers or request tokens; validated OAuth tokens hold their access
+  // token, which goes when it or its consumer is deleted. Nonces are bookkeeping.
+  oauth1_consumer: { write: [], delete: ['credential'] },
+  oauth1_request_token: { write: [] },
+  oauth1_access_token: { write: [], delete: ['credential'] },
+  oauth1_nonce: { write: [] },
   token_key: { write: ['keys'] },
   token_key_generation: { write: ['keys'] },
   key_fingerprint: { write: ['keys'] },

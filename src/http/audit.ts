@@ -79,6 +79,8 @@ export function describeWrite(
   url: string,
   params: Record<string, string>,
   responseBody: () => Record<string, unknown> | undefined,
+  /** The response as sent, when it is not JSON (OS-OAUTH1's form-encoded token bodies). */
+  responseText: () => string | undefined = () => undefined,
 ): WriteAudit | WriteAudit[] | null | undefined {
   if (NOT_AUDITED_HERE.has(`${method} ${url}`)) return null;
   // Keystone sends no notification for an OS-ENDPOINT-POLICY association (its manager audits nothing).
@@ -147,6 +149,23 @@ export function describeWrite(
       return { kind: 'resource', operation: 'deleted', type: 'OS-TRUST:trust', id: params.trust_id! };
     case '/v3/users/:user_id/access_rules/:access_rule_id':
       return { kind: 'resource', operation: 'deleted', type: 'access_rule', id: params.access_rule_id! };
+    // OS-OAUTH1: Keystone's oauth manager audits consumers, request tokens and access tokens (not an authorization).
+    case '/v3/OS-OAUTH1/consumers': {
+      const id = (responseBody()?.consumer as { id?: unknown } | undefined)?.id;
+      return method === 'POST' && typeof id === 'string' ? { kind: 'resource', operation: 'created', type: 'OS-OAUTH1:consumer', id } : undefined;
+    }
+    case '/v3/OS-OAUTH1/consumers/:consumer_id':
+      return operation === 'updated' || operation === 'deleted' ? { kind: 'resource', operation, type: 'OS-OAUTH1:consumer', id: params.consumer_id! } : undefined;
+    case '/v3/OS-OAUTH1/request_token':
+    case '/v3/OS-OAUTH1/access_token': {
+      const id = new URLSearchParams(responseText() ?? '').get('oauth_token');
+      const type = url.endsWith('request_token') ? 'OS-OAUTH1:request_token' : 'OS-OAUTH1:access_token';
+      return method === 'POST' && id ? { kind: 'resource', operation: 'created', type, id } : undefined;
+    }
+    case '/v3/OS-OAUTH1/authorize/:request_token_id':
+      return method === 'PUT' ? null : undefined;
+    case '/v3/users/:user_id/OS-OAUTH1/access_tokens/:access_token_id':
+      return method === 'DELETE' ? { kind: 'resource', operation: 'deleted', type: 'OS-OAUTH1:access_token', id: params.access_token_id! } : undefined;
     case '/v3/regions/:region_id':
       if (method === 'PUT') return { kind: 'resource', operation: 'created', type: 'region', id: params.region_id! };
   }
@@ -187,7 +206,7 @@ export function registerAuditHooks(app: App, api: IdentityApi): void {
       }
     };
     const params = (request.params ?? {}) as Record<string, string>;
-    const audit = describeWrite(request.method, url, params, responseBody);
+    const audit = describeWrite(request.method, url, params, responseBody, () => (typeof payload === 'string' ? payload : undefined));
     if (audit === undefined) {
       request.log.warn({ method: request.method, route: url }, 'a write with no audit event');
       return payload;

@@ -14,6 +14,8 @@ import type { AuditTrail } from '../events/audit.ts';
 import type { Revocations } from '../events/revocation.ts';
 import type { ApplicationCredentialService } from '../identity/application-credential-service.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
+import type { OAuth1Service, SignedRequest } from '../oauth1/oauth1-service.ts';
+import { baseUrl } from './links.ts';
 import type { GatewayExplainer } from '../policy/gateway-explain.ts';
 import type { IdentityAuthorizer } from '../policy/identity-authorizer.ts';
 import type { IdentityTarget } from '../policy/identity-policy.ts';
@@ -46,6 +48,8 @@ export interface IdentityApi {
   applicationCredentials: ApplicationCredentialService;
   /** OS-TRUST. */
   trusts: TrustService;
+  /** OS-OAUTH1: consumers, delegation and access tokens. */
+  oauth1: OAuth1Service;
   catalog: CatalogService;
   /** OS-EP-FILTER: endpoint groups and project associations. */
   endpointFilter: EndpointFilterService;
@@ -102,6 +106,12 @@ export function extraAttributes(body: Record<string, unknown>, known: readonly s
   const extra: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(body)) if (!known.includes(key)) extra[key] = value;
   return extra;
+}
+
+/** A request signed with OAuth 1.0a, as its client addressed it (the public base URL, the path and query). */
+export function signedRequest(request: FastifyRequest): SignedRequest {
+  const authorization = request.headers.authorization;
+  return { method: request.method, url: `${baseUrl(request)}${request.url}`, authorization: typeof authorization === 'string' ? authorization : undefined };
 }
 
 export function noContent(reply: FastifyReply): FastifyReply {

@@ -25,6 +25,7 @@ import { registerGatewayPolicyRoutes } from './routes/gateway-policy.ts';
 import { registerGroupRoutes } from './routes/groups.ts';
 import { registerHealthRoutes, type ReadinessProbe } from './routes/health.ts';
 import { registerMetricsRoutes, registerRequestMetrics } from './routes/metrics.ts';
+import { registerOAuth1Routes } from './routes/oauth1.ts';
 import { registerProjectRoutes } from './routes/projects.ts';
 import { registerRoleRoutes } from './routes/roles.ts';
 import { registerUserRoutes } from './routes/users.ts';
@@ -219,6 +220,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerPolicyRoutes(app, api);
   registerCredentialRoutes(app, api);
   registerEndpointFilterRoutes(app, api);
+  registerOAuth1Routes(app, api);
   registerLimitRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);
   registerTrustRoutes(app, api);

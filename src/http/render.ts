@@ -269,6 +269,7 @@ function renderTokenOnce(token: TokenContext): TokenBodyShape {
     return body;
   }
   if (token.scope.type !== 'unscoped') body.roles = token.roles.map((role) => ({ id: role.id, name: role.name }));
+  if (token.oauth1) body['OS-OAUTH1'] = { access_token_id: token.oauth1.accessTokenId, consumer_id: token.oauth1.consumerId };
   return body;
 }
 

@@ -305,6 +305,7 @@ export const AuthBody = Type.Object(
               ),
             ),
             token: Type.Optional(Type.Object({ id: Type.String() }, open)),
+            oauth1: Type.Optional(Type.Object({}, open)),
             application_credential: Type.Optional(
               Type.Object(
                 {
@@ -328,6 +329,47 @@ export const AuthBody = Type.Object(
   },
   open,
 );
+
+// OS-OAUTH1 (Keystone's oauth1/schema.py): a consumer's description is a string or null, anything
+// else is kept as extra; its secret is never set by the client; an authorization names roles.
+export const ConsumerCreate = Type.Object(
+  { consumer: Type.Optional(Type.Object({ description: Type.Optional(nullable(Type.String())) }, open)) },
+  open,
+);
+export const ConsumerUpdate = Type.Object(
+  { consumer: Type.Object({ description: Type.Optional(nullable(Type.String())) }, { additionalProperties: true, minProperties: 1, not: Type.Object({ secret: Type.Unknown() }, { required: ['secret'] }) }) },
+  open,
+);
+export const RequestTokenAuthorize = Type.Object(
+  {
+    // Keystone authorizes an empty list (or none): the access token then delegates no role.
+    roles: Type.Optional(
+      Type.Array(
+        Type.Object(
+          { id: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9-]+$' })), name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })) },
+          { additionalProperties: false, minProperties: 1, maxProperties: 1 },
+        ),
+      ),
+    ),
+  },
+  open,
+);
+export const ConsumerEntity = Type.Object({ id: Type.String(), description: Type.Optional(nullable(Type.String())), links: Type.Object({ self: Type.String() }) }, open);
+export const CreatedConsumerEntity = Type.Object(
+  { id: Type.String(), description: Type.Optional(nullable(Type.String())), secret: Type.String(), links: Type.Object({ self: Type.String() }) },
+  open,
+);
+export const OAuth1AccessTokenEntity = Type.Object({
+  id: Type.String(),
+  authorizing_user_id: Type.String(),
+  project_id: Type.String(),
+  consumer_id: Type.String(),
+  expires_at: nullable(Type.String()),
+  links: Type.Object({ roles: Type.String(), self: Type.String() }),
+});
+export const OAuth1Verifier = Type.Object({ token: Type.Object({ oauth_verifier: Type.String() }) });
+// The signed endpoints answer a form-encoded body (oauth_token=…&oauth_token_secret=…[&oauth_expires_at=…]).
+export const OAuth1Credentials = Type.String({ description: 'application/x-www-form-urlencoded: oauth_token, oauth_token_secret and (unless the duration is 0) oauth_expires_at.' });
 
 // Keystone's policy schema: blob and type strings (type at most 255), anything else kept as extra.
 const PolicyType = Type.String({ maxLength: 255 });
@@ -624,6 +666,7 @@ export const TokenBody = Type.Object({
         access_rules: Type.Optional(Type.Array(Type.Object({ id: Type.String(), service: Type.String(), path: Type.String(), method: Type.String() }))),
       }),
     ),
+    'OS-OAUTH1': Type.Optional(Type.Object({ access_token_id: Type.String(), consumer_id: Type.String() })),
   }),
 });
 

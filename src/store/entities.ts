@@ -411,6 +411,60 @@ export const TrustRoleEntity = defineEntity({
   },
 });
 
+export const OAuth1ConsumerEntity = defineEntity({
+  name: 'OAuth1Consumer',
+  tableName: 'oauth1_consumer',
+  properties: {
+    id: p.string().primary(),
+    description: p.text().nullable(),
+    /** Encrypted (src/oauth1/secret-box.ts): signatures are checked with the plain secret. */
+    secret: p.text(),
+    extra: p.json<Json>(),
+  },
+});
+export type OAuth1ConsumerRow = InferEntity<typeof OAuth1ConsumerEntity>;
+
+export const OAuth1RequestTokenEntity = defineEntity({
+  name: 'OAuth1RequestToken',
+  tableName: 'oauth1_request_token',
+  properties: {
+    id: p.string().primary(),
+    secret: p.text(),
+    verifier: p.string().nullable(),
+    authorizingUserId: p.string().nullable(),
+    requestedProjectId: p.string(),
+    roleIds: p.json<string[]>().nullable(),
+    consumerId: p.string(),
+    expiresAt: p.datetime().nullable(),
+  },
+});
+export type OAuth1RequestTokenRow = InferEntity<typeof OAuth1RequestTokenEntity>;
+
+export const OAuth1AccessTokenEntity = defineEntity({
+  name: 'OAuth1AccessToken',
+  tableName: 'oauth1_access_token',
+  properties: {
+    id: p.string().primary(),
+    secret: p.text(),
+    authorizingUserId: p.string(),
+    projectId: p.string(),
+    roleIds: p.json<string[]>(),
+    consumerId: p.string(),
+    expiresAt: p.datetime().nullable(),
+  },
+});
+export type OAuth1AccessTokenRow = InferEntity<typeof OAuth1AccessTokenEntity>;
+
+export const OAuth1NonceEntity = defineEntity({
+  name: 'OAuth1Nonce',
+  tableName: 'oauth1_nonce',
+  properties: {
+    consumerId: p.string().primary(),
+    nonce: p.string().primary(),
+    timestamp: p.bigint('number').primary(),
+  },
+});
+
 export const allEntities = [
   ProjectEntity,
   UserEntity,
@@ -441,4 +495,8 @@ export const allEntities = [
   IdMappingEntity,
   TrustEntity,
   TrustRoleEntity,
+  OAuth1ConsumerEntity,
+  OAuth1RequestTokenEntity,
+  OAuth1AccessTokenEntity,
+  OAuth1NonceEntity,
 ];

@@ -56,6 +56,10 @@ export abstract class ServiceError extends Error {
 /** 400: the request is malformed or breaks a rule of the data. */
 export class ValidationError extends ServiceError {
   readonly kind = 'validation';
+  /** oauthlib refused the OAuth parameters: Keystone's validate_oauth_params text. */
+  static oauthParameters(error: string, description: string): ValidationError {
+    return new ValidationError(`Validation failed with errors: ${error}, detail message is: ${description}.`);
+  }
   static expecting(attribute: string, target: string): ValidationError {
     return new ValidationError(`Expecting to find ${attribute} in ${target}. ${CLIENT_IN_ERROR}`);
   }
@@ -114,7 +118,38 @@ export class AuthenticationError extends ServiceError {
   static because(failure: AuthenticationFailure): AuthenticationError {
     return new AuthenticationError(AuthenticationError.GENERIC, undefined, failure);
   }
+
+  /**
+   * A signed OAuth1 request refused. Keystone's Unauthorized hides its text from clients (they see
+   * the generic one); the cause, in Keystone's words, is kept for the audit trail.
+   */
+  static oauth1(cause: keyof typeof OAUTH1_UNAUTHORIZED): AuthenticationError {
+    return AuthenticationError.because({ reason: OAUTH1_UNAUTHORIZED[cause], code: 401 });
+  }
 }
+
+/** Keystone's 401 texts of the OS-OAUTH1 flow and the oauth1 auth method, by cause (logged, not shown). */
+const OAUTH1_UNAUTHORIZED = {
+  'invalid signature': 'Invalid signature',
+  'request token expired': 'Request token is expired',
+  'access token expired': 'Access token is expired',
+  'role not held': 'authorizing user does not have role required',
+  'no consumer': 'Provided consumer does not exist.',
+  'consumer mismatch': 'Provided consumer key does not match stored consumer key.',
+  'verifier mismatch': 'Provided verifier does not match stored verifier',
+  'not authorized': 'Request Token does not have an authorizing user id.',
+  'access token not validated': 'Could not validate the access token',
+  'user mismatch': 'User IDs do not match',
+} as const;
+
+/** Keystone's 404 texts of OS-OAUTH1's own lookups. */
+const OAUTH1_NOT_FOUND = {
+  consumer: 'Consumer not found',
+  'request token': 'Request token not found',
+  'access token': 'Access token not found',
+  // Keystone 22 raises a bare NotFound for another user's access token: its template goes out unfilled.
+  'another user': 'Could not find: %(target)s.',
+} as const;
 
 /** 403: authenticated, but not allowed (policy) or the operation is refused by a rule. */
 export class ForbiddenError extends ServiceError {
@@ -154,6 +189,14 @@ export class NotFoundError extends ServiceError {
   /** Keystone's answer for any token that does not validate, whatever the cause (never says which). */
   static tokenNotValidated(): NotFoundError {
     return new NotFoundError(TOKEN_NOT_VALIDATED);
+  }
+  /** An OS-OAUTH1 consumer, request token, access token or delegated role that is not there. */
+  static oauth1(kind: keyof typeof OAUTH1_NOT_FOUND): NotFoundError {
+    return new NotFoundError(OAUTH1_NOT_FOUND[kind]);
+  }
+  /** A role named in an authorization that does not exist (Keystone's RoleNotFound by name). */
+  static oauth1Role(name: string): NotFoundError {
+    return new NotFoundError(`Role ${name} is not defined`);
   }
 }
 

@@ -1,9 +1,10 @@
 import type { ApplicationCredentialReference } from '../identity/application-credential-service.ts';
 import type { UserReference } from '../identity/identity-service.ts';
+import type { SignedRequest } from '../oauth1/oauth1-service.ts';
 import { AuthenticationError, ValidationError } from '../support/errors.ts';
 
 /** Methods this service can run; the rest of Keystone's are known to it but not offered. */
-export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential'];
+export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential', 'oauth1'];
 
 // ---- as sent ----------------------------------------------------------------------------------
 
@@ -31,6 +32,10 @@ export interface AuthRequest {
     | undefined;
   /** 'unscoped' (or {unscoped: {}}), or an object with one of project/domain/system. */
   scope?: unknown;
+  /** The oauth1 method's body ({}): the request's OAuth signature is what authenticates. */
+  oauth1?: object | undefined;
+  /** The request as signed (its URL and Authorization header), for the oauth1 method. */
+  signedRequest?: SignedRequest | undefined;
 }
 
 // ---- checked ----------------------------------------------------------------------------------
@@ -51,6 +56,8 @@ export type ScopeRequest =
 
 /** A checked token request: what the token service takes. */
 export type TokenRequest =
+  /** OS-OAUTH1: a request signed by a consumer and an access token; scoped to the access token's project. */
+  | { method: 'oauth1'; signed: SignedRequest }
   /** An application credential's secret; never a scope (the credential's project is the scope). */
   | { method: 'application_credential'; credential: ApplicationCredentialReference; secret: string }
   /** A password, a token to re-scope, or both (then for the same user). */
@@ -100,6 +107,10 @@ export function parseTokenRequest(request: AuthRequest): TokenRequest {
   const tokenId = request.token?.id;
   if (methods.includes('token') && !tokenId) throw ValidationError.expecting('id', 'token');
   if (methods.includes('application_credential')) return parseApplicationCredential(request);
+  if (methods.includes('oauth1')) {
+    if (methods.length !== 1 || !request.signedRequest) throw new AuthenticationError();
+    return { method: 'oauth1', signed: request.signedRequest };
+  }
   return {
     method: 'user',
     methods,

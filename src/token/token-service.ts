@@ -13,6 +13,7 @@ import type { Store } from '../store/database.ts';
 import { isDatabaseUnreachable } from '../store/unavailable.ts';
 import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS } from './fernet-provider.ts';
+import type { AccessToken, OAuth1Service } from '../oauth1/oauth1-service.ts';
 import type { TokenProvider } from './token-provider.ts';
 import type { Trust, TrustService } from '../trust/trust-service.ts';
 import type { DomainReference, ScopeRequest, TokenRequest } from './token-request.ts';
@@ -30,6 +31,8 @@ export interface TokenContext {
   user: { id: string; name: string; domainId: string; domainName: string; passwordExpiresAt: Date | null };
   scope: TokenScope;
   roles: { id: string; name: string }[];
+  /** Set for tokens issued through an OS-OAUTH1 access token. */
+  oauth1?: { accessTokenId: string; consumerId: string };
   /** Set for tokens issued to an application credential. */
   applicationCredential?: { id: string; name: string; restricted: boolean; accessRules: AccessRule[] };
   /**
@@ -66,6 +69,8 @@ export class TokenService {
     private readonly sync: ClusterSync,
     /** OS-TRUST: without it no trust-scoped token is issued or validated. */
     private readonly trusts?: TrustService,
+    /** OS-OAUTH1: the oauth1 method and the access tokens its tokens are validated against. */
+    private readonly oauth1?: Pick<OAuth1Service, 'authenticate' | 'findAccessToken'>,
     cacheSize = 10_000,
   ) {
     // While the database is unreachable, what this node validated before is served (ClusterSync
@@ -130,6 +135,7 @@ export class TokenService {
 
   private async authenticateNow(request: TokenRequest): Promise<TokenContext> {
     if (request.method === 'application_credential') return this.authenticateApplicationCredential(request);
+    if (request.method === 'oauth1') return this.authenticateOAuth1(request);
     const scopeRequest = request.scope;
     const now = this.clock.now();
     let user: User | undefined;
@@ -141,6 +147,9 @@ export class TokenService {
       }
       if (source.applicationCredential) {
         throw ForbiddenError.action('Using an application credential token to create another token is not allowed');
+      }
+      if (source.oauth1) {
+        throw ForbiddenError.action('Using OAuth-scoped token to create another token. Create a new OAuth-scoped token instead');
       }
       if (source.scope.type === 'system' && (scopeRequest.type === 'project' || scopeRequest.type === 'domain')) {
         throw ForbiddenError.action('Using a system-scoped token to create a project-scoped or domain-scoped token is not allowed');
@@ -266,29 +275,69 @@ export class TokenService {
     const issuedAt = Math.floor(this.clock.now() / 1000) * 1000;
     let expiresAt = issuedAt + this.expirationSeconds * 1000;
     if (credential.expiresAt) expiresAt = Math.min(expiresAt, Math.floor(credential.expiresAt.getTime() / 1000) * 1000);
+    return this.issueDelegated(
+      { user, userDomain, scope, roles, issuedAt, expiresAt },
+      { type: 'application_credential', projectId: scope.project.id, applicationCredentialId: credential.id },
+      { applicationCredential: credentialSummary(credential) },
+    );
+  }
+
+  /** A token of one delegation method (application_credential, oauth1): its own payload scope and body part. */
+  private async issueDelegated(
+    token: { user: User; userDomain: { name: string }; scope: TokenScope & { type: 'project' }; roles: Role[]; issuedAt: number; expiresAt: number },
+    payloadScope: Extract<TokenPayload['scope'], { type: 'application_credential' | 'oauth1' }>,
+    delegation: Pick<TokenContext, 'applicationCredential' | 'oauth1'>,
+  ): Promise<TokenContext> {
+    const { user, userDomain, scope, roles, issuedAt, expiresAt } = token;
+    const methods = [payloadScope.type];
     const auditIds = [newAuditId()];
     await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
-    const id = await this.provider.issue(
-      {
-        userId: user.id,
-        methods: ['application_credential'],
-        expiresAt: expiresAt / 1000,
-        auditIds,
-        scope: { type: 'application_credential', projectId: scope.project.id, applicationCredentialId: credential.id },
-      },
-      issuedAt / 1000,
-    );
+    const id = await this.provider.issue({ userId: user.id, methods, expiresAt: expiresAt / 1000, auditIds, scope: payloadScope }, issuedAt / 1000);
     return {
       id,
-      methods: ['application_credential'],
+      methods,
       user: { id: user.id, name: user.name, domainId: user.domainId, domainName: userDomain.name, passwordExpiresAt: user.passwordExpiresAt },
       scope,
       roles: roles.map((role) => ({ id: role.id, name: role.name })),
-      applicationCredential: credentialSummary(credential),
+      ...delegation,
       auditIds,
       issuedAt,
       expiresAt,
     };
+  }
+
+  /** The oauth1 method: a project-scoped token with the access token's roles the user still holds. */
+  private async authenticateOAuth1(request: TokenRequest & { method: 'oauth1' }): Promise<TokenContext> {
+    if (!this.oauth1) throw new AuthenticationError();
+    const accessToken = await this.oauth1.authenticate(request.signed);
+    const user = await this.identity.findUser(accessToken.authorizingUserId);
+    if (!user || !user.enabled) throw new AuthenticationError();
+    const userDomain = await this.resources.findAny(user.domainId);
+    if (!userDomain?.enabled) throw new AuthenticationError();
+    const scope = await this.projectScope(accessToken.projectId, () => new AuthenticationError());
+    const roles = await this.delegatedRoles(user.id, scope, accessToken);
+    if (roles.length === 0) throw new AuthenticationError();
+    const issuedAt = Math.floor(this.clock.now() / 1000) * 1000;
+    return this.issueDelegated(
+      { user, userDomain, scope, roles, issuedAt, expiresAt: issuedAt + this.expirationSeconds * 1000 },
+      { type: 'oauth1', projectId: scope.project.id, accessTokenId: accessToken.id },
+      { oauth1: { accessTokenId: accessToken.id, consumerId: accessToken.consumerId } },
+    );
+  }
+
+  /** Keystone's OAuth roles: the delegated roles and the roles they imply, of those the user holds on the project. */
+  private async delegatedRoles(userId: string, scope: TokenScope & { type: 'project' }, accessToken: AccessToken): Promise<Role[]> {
+    const implications = await this.assignments.listImplications();
+    const implied = new Map(implications.map((entry) => [entry.prior.id, entry.implied.map((role) => role.id)]));
+    const delegated = new Set<string>();
+    const queue = [...accessToken.roleIds];
+    while (queue.length) {
+      const roleId = queue.shift()!;
+      if (delegated.has(roleId)) continue;
+      delegated.add(roleId);
+      queue.push(...(implied.get(roleId) ?? []));
+    }
+    return (await this.rolesFor(userId, scope)).filter((role) => delegated.has(role.id));
   }
 
   /**
@@ -438,6 +487,7 @@ export class TokenService {
 
     let scope: TokenScope;
     let credential: ApplicationCredential | undefined;
+    let accessToken: AccessToken | undefined;
     let trusted: { trust: Trust; roles: Role[]; shown: User; shownDomainName: string } | undefined;
     switch (payload.scope.type) {
       case 'unscoped':
@@ -482,8 +532,17 @@ export class TokenService {
           : { trust, roles: trustRoles, shown: user, shownDomainName: userDomain.name };
         break;
       }
+      case 'oauth1': {
+        // A deleted access token (or consumer) ends its tokens: Keystone answers with this text.
+        const found = this.oauth1 ? await this.oauth1.findAccessToken(payload.scope.accessTokenId) : null;
+        if (!found) throw NotFoundError.oauth1('access token');
+        if (found.authorizingUserId !== user.id || found.projectId !== payload.scope.projectId) throw NotFoundError.tokenNotValidated();
+        accessToken = found;
+        scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
+        break;
+      }
       default:
-        // OAuth1 and federated tokens are not issued by this service.
+        // Federated tokens are not issued by this service.
         throw NotFoundError.tokenNotValidated();
     }
     const roles =
@@ -493,7 +552,9 @@ export class TokenService {
           ? trusted.roles
           : credential && scope.type === 'project'
             ? await this.credentialRoles(user.id, scope, credential)
-            : await this.rolesFor(user.id, scope);
+            : accessToken && scope.type === 'project'
+              ? await this.delegatedRoles(user.id, scope, accessToken)
+              : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw NotFoundError.tokenNotValidated();
 
     const revocable = trusted
@@ -508,6 +569,7 @@ export class TokenService {
       scope,
       roles: roles.map((role) => ({ id: role.id, name: role.name })),
       ...(credential ? { applicationCredential: credentialSummary(credential) } : {}),
+      ...(accessToken ? { oauth1: { accessTokenId: accessToken.id, consumerId: accessToken.consumerId } } : {}),
       ...(trusted ? { trust: trustSummary(trusted.trust, trusted.roles) } : {}),
       auditIds: payload.auditIds,
       issuedAt: issuedAt * 1000,

@@ -164,7 +164,7 @@ t.test('every write route of the identity API has its audit event', async (t) =>
       // OS-EC2 answers a credential named by its access key (its id is the key's hash).
       if (key === 'OS-EC2') return { credential: { access: 'new-access' } };
       return { [key.replace(/ies$/, 'y').replace(/s$/, '')]: { id: 'new-id' } };
-    });
+    }, () => 'oauth_token=new-id&oauth_token_secret=not-a-secret');
     t.not(audit, undefined, `${route.method} ${route.url}`);
   }
 });

@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { pino } from 'pino';
 import { ADMIN_PASSWORD } from '../helpers/app.ts';
 import { gatewayWorld } from '../helpers/gateway.ts';
+import { oauthlibAuthorization, type OAuthSigning } from '../helpers/oauth1-signer.ts';
 import { testRedis } from '../helpers/redis.ts';
 import { rawRequest } from '../helpers/upstream.ts';
 
@@ -87,6 +89,42 @@ t.test('no password, secret or token ever appears in a log line or the audit str
   remember(ec2.secret);
   const signed = await call('POST', '/v3/ec2tokens', { credentials: { access: ec2.access, signature: remember('Ec2-Signature-Guess-80'), host: 'h', verb: 'GET', path: '/', params: { SignatureVersion: '2' } } });
   t.equal(signed.statusCode, 401);
+  // OS-OAUTH1: the consumer's, the request token's and the access token's secrets, and the token they give.
+  const adminProject = (await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': w.testApp.adminToken })).json().token.project.id;
+  const consumer = (await call('POST', '/v3/OS-OAUTH1/consumers', { consumer: { description: 'logs' } })).json().consumer;
+  remember(consumer.secret);
+  const oauthSigned = (route: string, signing: Partial<OAuthSigning>) =>
+    oauthlibAuthorization({ url: `${config.publicUrl}${route}`, consumerKey: consumer.id, consumerSecret: consumer.secret, timestamp: String(Math.floor(clock.now() / 1000)), nonce: randomBytes(8).toString('hex'), ...signing });
+  const requestToken = new URLSearchParams(
+    (await request({ method: 'POST', url: '/v3/OS-OAUTH1/request_token', headers: { authorization: oauthSigned('/v3/OS-OAUTH1/request_token', { callback: 'oob' }), 'requested-project-id': adminProject } })).body,
+  );
+  remember(requestToken.get('oauth_token_secret')!);
+  const verifier = (await call('PUT', `/v3/OS-OAUTH1/authorize/${requestToken.get('oauth_token')}`, { roles: [{ name: 'reader' }] })).json().token.oauth_verifier;
+  const accessToken = new URLSearchParams(
+    (
+      await request({
+        method: 'POST',
+        url: '/v3/OS-OAUTH1/access_token',
+        headers: { authorization: oauthSigned('/v3/OS-OAUTH1/access_token', { token: requestToken.get('oauth_token')!, tokenSecret: requestToken.get('oauth_token_secret')!, verifier }) },
+      })
+    ).body,
+  );
+  remember(accessToken.get('oauth_token_secret')!);
+  const oauthLogin = await request({
+    method: 'POST',
+    url: '/v3/auth/tokens',
+    headers: { 'content-type': 'application/json', authorization: oauthSigned('/v3/auth/tokens', { token: accessToken.get('oauth_token')!, tokenSecret: accessToken.get('oauth_token_secret')! }) },
+    payload: JSON.stringify({ auth: { identity: { methods: ['oauth1'], oauth1: {} } } }),
+  });
+  t.equal(oauthLogin.statusCode, 201);
+  remember(String(oauthLogin.headers['x-subject-token']));
+  const forged = await request({
+    method: 'POST',
+    url: '/v3/auth/tokens',
+    headers: { 'content-type': 'application/json', authorization: oauthSigned('/v3/auth/tokens', { token: accessToken.get('oauth_token')!, tokenSecret: remember('f00dfeedf00dfeedf00dfeedf00dfeed') }) },
+    payload: JSON.stringify({ auth: { identity: { methods: ['oauth1'], oauth1: {} } } }),
+  });
+  t.equal(forged.statusCode, 401);
 
   // The gateway: allowed, denied, with a service token, with a bad token.
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': scoped } })).status, 200);

@@ -313,6 +313,19 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'GET', path: '/v3/OS-TRUST/trusts/none/roles', allowed: EVERYONE },
   { method: 'GET', path: '/v3/OS-TRUST/trusts/none/roles/:role', allowed: EVERYONE },
   { method: 'HEAD', path: '/v3/OS-TRUST/trusts/none/roles/:role', allowed: EVERYONE },
+  // OS-OAUTH1 (request_token and access_token are signed, not policy-checked: PUBLIC_ROUTES)
+  { method: 'GET', path: '/v3/OS-OAUTH1/consumers', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'GET', path: '/v3/OS-OAUTH1/consumers/none', allowed: union(ADMINS, SYSTEM_READERS) },
+  { method: 'POST', path: '/v3/OS-OAUTH1/consumers', allowed: ADMINS, body: (unique) => ({ consumer: { description: `m-${unique}` } }) },
+  { method: 'PATCH', path: '/v3/OS-OAUTH1/consumers/none', allowed: ADMINS, body: () => ({ consumer: { description: 'x' } }) },
+  { method: 'DELETE', path: '/v3/OS-OAUTH1/consumers/none', allowed: ADMINS },
+  { method: 'PUT', path: '/v3/OS-OAUTH1/authorize/none', allowed: ADMINS, body: () => ({ roles: [{ id: 'none' }] }) },
+  { method: 'GET', path: '/v3/users/:user/OS-OAUTH1/access_tokens', allowed: ADMINS },
+  { method: 'GET', path: '/v3/users/:self/OS-OAUTH1/access_tokens', allowed: ADMINS, note: 'admin_required, even for one\'s own' },
+  { method: 'GET', path: '/v3/users/:user/OS-OAUTH1/access_tokens/none', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/users/:user/OS-OAUTH1/access_tokens/none', allowed: ADMINS },
+  { method: 'GET', path: '/v3/users/:user/OS-OAUTH1/access_tokens/none/roles', allowed: ADMINS },
+  { method: 'GET', path: '/v3/users/:user/OS-OAUTH1/access_tokens/none/roles/none', allowed: ADMINS },
 ];
 
 /** Rows that only this service has (not compared with Keystone). */
@@ -346,6 +359,8 @@ export const PUBLIC_ROUTES = [
   'POST /v3/auth/tokens',
   'GET /v3/auth/jwks',
   'POST /v3/users/:user_id/password',
+  'POST /v3/OS-OAUTH1/request_token',
+  'POST /v3/OS-OAUTH1/access_token',
 ];
 
 /** A row's path reaches a route when each segment is the route's own or fills one of its parameters. */

@@ -70,7 +70,7 @@ t.test('token request errors', async (t) => {
   t.match(missingPayload.json().error.message, /^Expecting to find password in identity/);
   const unsupported = await post({ auth: { identity: { methods: ['totp'], totp: {} } } });
   t.equal(unsupported.statusCode, 401);
-  t.same(unsupported.json().error.identity, { methods: ['password', 'token', 'application_credential'] });
+  t.same(unsupported.json().error.identity, { methods: ['password', 'token', 'application_credential', 'oauth1'] });
   t.equal(unsupported.json().error.message, 'Attempted to authenticate with an unsupported method.');
   const noDomain = await post(password({ name: 'admin', password: 'x' }));
   t.equal(noDomain.statusCode, 400);

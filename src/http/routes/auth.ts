@@ -4,7 +4,7 @@ import { ForbiddenError, NotFoundError, ValidationError } from '../../support/er
 import { catalogFor, issueToken } from '../../token/issue-token.ts';
 import { JwsTokenProvider } from '../../token/jws-provider.ts';
 import { auditInitiator } from '../audit.ts';
-import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
+import { authorize, noContent, signedRequest, type App, type IdentityApi } from '../context.ts';
 import { baseUrl, collectionLinks } from '../links.ts';
 import { querySchema, truthyFlag } from '../query.ts';
 import { renderCatalog, renderDomain, renderProject, renderRevokeEvent, renderToken } from '../render.ts';
@@ -38,7 +38,12 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
       const auth = request.body.auth;
       if (!auth || Object.keys(auth).length === 0) throw ValidationError.expecting('auth', 'request body');
       const { token, catalog } = await issueToken(api, {
-        request: { ...auth.identity, methods: auth.identity.methods, scope: auth.scope },
+        request: {
+          ...auth.identity,
+          methods: auth.identity.methods,
+          scope: auth.scope,
+          ...(auth.identity.methods.includes('oauth1') ? { signedRequest: signedRequest(request) } : {}),
+        },
         initiator: auditInitiator(api, request, reply),
         withCatalog: request.query.nocatalog === undefined,
       });
