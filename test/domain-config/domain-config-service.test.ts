@@ -54,7 +54,8 @@ t.test('an INI file\'s [identity] and [ldap] options, typed as Keystone\'s optio
 t.test('DOMAIN_CONFIG_DIR: file-configured domains, read-only through the API; unknown names skipped', async (t) => {
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-domain-config-'));
   t.teardown(() => fs.rmSync(directory, { recursive: true, force: true }));
-  fs.writeFileSync(path.join(directory, 'keystone.Default.conf'), '[identity]\ndriver = ldap\n[ldap]\nurl = ldap://default.example\npassword = file-secret\nuse_tls = false\n[foo]\nx = 1\n');
+  // (Default keeps the SQL driver: the bootstrap creates its admin through it. The [ldap] options are read all the same.)
+  fs.writeFileSync(path.join(directory, 'keystone.Default.conf'), '[identity]\ndriver = sql\n[ldap]\nurl = ldap://default.example\npassword = file-secret\nuse_tls = false\n[foo]\nx = 1\n');
   fs.writeFileSync(path.join(directory, 'keystone.nowhere.conf'), '[identity]\ndriver = ldap\n');
   fs.writeFileSync(path.join(directory, 'keystone.late.conf'), '[ldap]\nurl = ldap://late.example\n');
   fs.writeFileSync(path.join(directory, 'keystone.empty.conf'), '[DEFAULT]\nx = 1\n');
@@ -65,8 +66,8 @@ t.test('DOMAIN_CONFIG_DIR: file-configured domains, read-only through the API; u
 
   // The Default domain was made by the bootstrap, after the files were read: found then.
   await waitFor(async () => configs.configured().has('default'), 'the Default domain\'s file to apply', 5000);
-  t.same(configs.configured().get('default'), { identity: { driver: 'ldap' }, ldap: { url: 'ldap://default.example', password: 'file-secret', use_tls: false } }, 'the back end gets the password');
-  t.same((await call('GET', '/v3/domains/default/config')).json(), { config: { identity: { driver: 'ldap' }, ldap: { url: 'ldap://default.example', use_tls: false } } }, 'the API never shows it');
+  t.same(configs.configured().get('default'), { identity: { driver: 'sql' }, ldap: { url: 'ldap://default.example', password: 'file-secret', use_tls: false } }, 'the back end gets the password');
+  t.same((await call('GET', '/v3/domains/default/config')).json(), { config: { identity: { driver: 'sql' }, ldap: { url: 'ldap://default.example', use_tls: false } } }, 'the API never shows it');
   t.same((await call('GET', '/v3/domains/default/config/ldap/password')).statusCode, 404);
   const refused = {
     error: {
