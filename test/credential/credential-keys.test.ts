@@ -9,6 +9,7 @@ import { CredentialKeyMaintenance, UnmigratedCredentialsError } from '../../src/
 import { CredentialEntity } from '../../src/store/entities.ts';
 import { FernetKeyRepository } from '../../src/token/fernet-key-repository.ts';
 import { startTestApp } from '../helpers/app.ts';
+import { debianPython } from '../helpers/debian-packages.ts';
 import { manage } from '../helpers/manage.ts';
 
 // The credential provider as Keystone's Fernet one: blobs a Keystone node (Python's cryptography)
@@ -36,11 +37,12 @@ t.test('blobs are Fernet tokens of the primary key, readable by Python cryptogra
   const { encryptedBlob, keyHash } = encryption.encrypt('{"access": "a", "secret": "é"}');
   t.equal(keyHash, encryption.primaryKeyHash);
   t.equal(encryption.decrypt(encryptedBlob), '{"access": "a", "secret": "é"}');
-  // An independent Fernet implementation with the key file decrypts it.
+  // An independent Fernet implementation (Debian's python3-cryptography) with the key file decrypts it.
+  const python = debianPython(['python3-cryptography']);
   const script = 'import sys; from cryptography.fernet import Fernet; print(Fernet(sys.argv[1].encode()).decrypt(sys.argv[2].encode()).decode(), end="")';
-  t.equal(execFileSync('python3', ['-c', script, primaryText, encryptedBlob], { encoding: 'utf8' }), '{"access": "a", "secret": "é"}');
+  t.equal(execFileSync(python, ['-c', script, primaryText, encryptedBlob], { encoding: 'utf8' }), '{"access": "a", "secret": "é"}');
   // And a blob Python encrypts with the same key decrypts here.
-  const fromPython = execFileSync('python3', ['-c', 'import sys; from cryptography.fernet import Fernet; print(Fernet(sys.argv[1].encode()).encrypt(b"cert-blob").decode(), end="")', primaryText], { encoding: 'utf8' });
+  const fromPython = execFileSync(python, ['-c', 'import sys; from cryptography.fernet import Fernet; print(Fernet(sys.argv[1].encode()).encrypt(b"cert-blob").decode(), end="")', primaryText], { encoding: 'utf8' });
   t.equal(encryption.decrypt(fromPython), 'cert-blob');
   t.throws(() => encryption.decrypt('gAAAAABnot-a-token'), { name: 'CredentialDecryptionError' });
 });

@@ -37,3 +37,12 @@ export function ensureDebianPackages(names: string[]): void {
   }
   if (install.status !== 0) throw new Error(`could not install ${missing.join(' ')}: ${install.error?.message ?? ''}${install.stderr ?? ''}${install.stdout ?? ''}`);
 }
+
+/**
+ * Debian's own python3 with the given Debian packages installed. Not `python3` from PATH: a python
+ * earlier on it (pyenv here) does not see Debian's packages.
+ */
+export function debianPython(packages: string[]): string {
+  ensureDebianPackages(['python3', ...packages]);
+  return '/usr/bin/python3';
+}

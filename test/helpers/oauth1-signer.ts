@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
+import { debianPython } from './debian-packages.ts';
 
-/** Debian's python3 with python3-oauthlib: an OAuth 1.0a signer independent of ours. */
-export const PYTHON = ['/usr/bin/python3', 'python3'].find((candidate) => candidate === 'python3' || fs.existsSync(candidate))!;
+/** Debian's python3 with python3-oauthlib (and keystoneclient, for its OAuth1 flow): signers independent of ours. */
+export const PYTHON = debianPython(['python3-oauthlib', 'python3-keystoneclient']);
 
 const SIGN = `
 import json, sys

@@ -3,17 +3,19 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import t from 'tap';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
+import { debianPython } from '../helpers/debian-packages.ts';
 
 // POST /v3/ec2tokens and /v3/s3tokens: requests signed by botocore (an independent AWS signer,
 // Debian's python3-botocore), checked as Keystone 22 checks them.
 
 const SIGNER = path.join(import.meta.dirname, '../helpers/aws-sign.py');
+const PYTHON = debianPython(['python3-botocore']);
 
 /** The `credentials` body for a request botocore signs at `at` (epoch ms). */
 function sign(mode: 'ec2-v4' | 'ec2-v2' | 's3-v1' | 's3-v4', access: string, secret: string, at: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
   const date = new Date(at).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
   const input = JSON.stringify({ mode, access, secret, date, params: { Action: 'DescribeInstances' }, ...extra });
-  return JSON.parse(execFileSync('python3', [SIGNER], { input, encoding: 'utf8' })) as Record<string, unknown>;
+  return JSON.parse(execFileSync(PYTHON, [SIGNER], { input, encoding: 'utf8' })) as Record<string, unknown>;
 }
 
 async function setup(t: Parameters<typeof startTestApp>[0]) {
