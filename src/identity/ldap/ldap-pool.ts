@@ -48,16 +48,28 @@ export class LdapPool {
     return this.options.operationTimeout * 1000;
   }
 
-  /** A connected client (StartTLS when use_tls), not yet bound. */
+  /**
+   * A connected client (StartTLS when use_tls), not yet bound. ldapts speaks TLS from the first byte
+   * whenever the client is given tlsOptions, so with StartTLS they go to startTLS only (which also
+   * mutates them: a copy each time), with the URL's host, which tls.connect would otherwise take
+   * to be "localhost" when checking the certificate's name.
+   */
   private async connect(): Promise<Client> {
     const client = new Client({
       url: this.options.url,
       connectTimeout: this.connectTimeoutMs,
       ...(this.operationTimeoutMs > 0 ? { timeout: this.operationTimeoutMs } : {}),
-      ...(this.tlsOptions ? { tlsOptions: this.tlsOptions } : {}),
+      ...(this.tlsOptions && !this.options.useTls ? { tlsOptions: this.tlsOptions } : {}),
       strictDN: false,
     });
-    if (this.options.useTls) await client.startTLS(this.tlsOptions);
+    if (this.options.useTls) {
+      try {
+        await client.startTLS({ ...this.tlsOptions, host: urlHost(this.options.url) });
+      } catch (error) {
+        await quietlyUnbind(client);
+        throw error;
+      }
+    }
     return client;
   }
 
@@ -186,6 +198,11 @@ export class LdapPool {
   }
 }
 
+/** The host of an ldap:// URL, without an IPv6 literal's brackets. */
+function urlHost(url: string): string {
+  const host = new URL(url).hostname;
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host || 'localhost';
+}
 
 async function quietlyUnbind(client: Client): Promise<void> {
   try {

@@ -1,0 +1,154 @@
+import fs from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import t, { type Test } from 'tap';
+import { startTestApp, type TestApp } from '../../helpers/app.ts';
+import { MemoryDomainConfigs } from '../../helpers/domain-configs.ts';
+import { SEED_USERS, ldapDomainConfig, startLdapPeer } from '../../helpers/ldap.ts';
+
+// The LDAP back end over TLS against a real slapd in start.sh's TLS mode (its own throwaway CA, a
+// server certificate for 127.0.0.1): ldaps:// and StartTLS (use_tls) with tls_cacertfile, Keystone's
+// tls_req_cert (demand verifies; allow and never do not), and a certificate that does not verify
+// refused with a Keystone-shaped 503 before any password is sent. slapd's stats log proves that
+// every connection the back end made really was encrypted.
+
+const UNAVAILABLE = {
+  error: { code: 503, title: 'Service Unavailable', message: 'The identity directory service of this domain is unavailable; retry later.' },
+};
+
+async function createDomain(app: TestApp, name: string): Promise<string> {
+  const response = await app.call('POST', '/v3/domains', { domain: { name } });
+  if (response.statusCode !== 201) throw new Error(`domain ${name}: ${response.statusCode} ${response.body}`);
+  return response.json().domain.id as string;
+}
+
+interface Connection {
+  port: number;
+  tls: boolean;
+  startTls: boolean;
+  binds: string[];
+}
+
+/**
+ * The connections slapd logged after `offset` (bytes into its stats log), by conn number. slapd
+ * writes its log from several threads, so a connection's last lines may not be there yet when the
+ * HTTP answer is: callers judge the connections that carried a bind (logged after their TLS lines).
+ */
+function connectionsSince(logFile: string, offset: number): Map<string, Connection> {
+  const text = fs.readFileSync(logFile).subarray(offset).toString('utf8');
+  const connections = new Map<string, Connection>();
+  for (const line of text.split('\n')) {
+    const accept = /conn=(\d+) fd=\d+ ACCEPT from IP=\S+ \(IP=[\d.]+:(\d+)\)/.exec(line);
+    if (accept) {
+      connections.set(accept[1]!, { port: Number(accept[2]), tls: false, startTls: false, binds: [] });
+      continue;
+    }
+    const conn = /conn=(\d+) /.exec(line)?.[1];
+    const known = conn === undefined ? undefined : connections.get(conn);
+    if (!known) continue;
+    if (/ TLS established /.test(line)) known.tls = true;
+    else if (/ op=\d+ STARTTLS$/.test(line)) known.startTls = true;
+    else {
+      const bind = / op=\d+ BIND dn="([^"]*)" method=/.exec(line);
+      if (bind) known.binds.push(bind[1]!);
+    }
+  }
+  return connections;
+}
+
+t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
+  const peer = await startLdapPeer(t, { tls: true });
+  const ldapsUrl = peer.ldapsUrl!;
+  const caFile = peer.caFile!;
+  const ldapsPort = Number(new URL(ldapsUrl).port);
+  const configs = new MemoryDomainConfigs();
+  const app = await startTestApp(t, {}, { domainIdentityConfigs: configs });
+  const timeouts = { connection_timeout: '2', operation_timeout: '2' };
+
+  /** A new domain with `ldap` options; lists its users and logs alice in; returns slapd's connections meanwhile that carried a bind. */
+  async function serves(t: Test, name: string, url: string, ldap: Record<string, string>): Promise<Map<string, Connection>> {
+    const domainId = await createDomain(app, name);
+    configs.set(domainId, ldapDomainConfig(url, { ...timeouts, ...ldap }));
+    const offset = fs.statSync(peer.logFile).size;
+    const users = await app.call('GET', `/v3/users?domain_id=${domainId}`);
+    t.equal(users.statusCode, 200, `users listed (${users.statusCode === 200 ? "200" : users.body})`);
+    t.same(
+      users.json().users.map((user: { name: string }) => user.name),
+      SEED_USERS.map((seed) => seed.name),
+    );
+    const alice = await app.login({ name: 'alice', domain: { name } }, 'alice-secret');
+    t.equal(alice.status, 201, 'alice logs in: her password is checked by a bind');
+    const wrong = await app.login({ name: 'alice', domain: { name } }, 'not-her-password');
+    t.equal(wrong.status, 401, 'a wrong password is still refused');
+    const bound = new Map([...connectionsSince(peer.logFile, offset)].filter(([, connection]) => connection.binds.length > 0));
+    t.ok(bound.size >= 2, `slapd saw the back end's binds: the configured user's and alice's (${bound.size} connections)`);
+    t.ok(
+      [...bound.values()].some((connection) => connection.binds.includes(`uid=alice,ou=Users,dc=example,dc=org`)),
+      'alice was bound on one of them',
+    );
+    return bound;
+  }
+
+  /** A new domain with `ldap` options whose certificate check must fail: 503 quickly, and no bind ever reached slapd. */
+  async function refused(t: Test, name: string, url: string, ldap: Record<string, string>): Promise<void> {
+    const domainId = await createDomain(app, name);
+    configs.set(domainId, ldapDomainConfig(url, { ...timeouts, ...ldap }));
+    const offset = fs.statSync(peer.logFile).size;
+    let start = performance.now();
+    const users = await app.call('GET', `/v3/users?domain_id=${domainId}`);
+    const listMs = performance.now() - start;
+    t.equal(users.statusCode, 503, "users: 503");
+    t.same(users.json(), UNAVAILABLE);
+    t.ok(listMs < 4000, `answered in ${Math.round(listMs)} ms`);
+    start = performance.now();
+    const alice = await app.login({ name: 'alice', domain: { name } }, 'alice-secret');
+    const loginMs = performance.now() - start;
+    t.equal(alice.status, 503);
+    t.same(alice.body, UNAVAILABLE);
+    t.ok(loginMs < 4000, `answered in ${Math.round(loginMs)} ms`);
+    const connections = connectionsSince(peer.logFile, offset);
+    t.ok(connections.size >= 1, 'the back end did reach slapd');
+    t.same(
+      [...connections.values()].flatMap((connection) => connection.binds),
+      [],
+      'no bind (no password) was sent over a connection whose certificate did not verify',
+    );
+  }
+
+  await t.test('ldaps:// with tls_cacertfile: users listed, alice logs in, every bind encrypted', async (t) => {
+    const connections = await serves(t, 'ldaps-ca', ldapsUrl, { tls_cacertfile: caFile, tls_req_cert: 'demand' });
+    for (const [conn, connection] of connections) {
+      t.equal(connection.port, ldapsPort, `conn=${conn} on the ldaps port`);
+      t.ok(connection.tls, `conn=${conn}: TLS established`);
+    }
+  });
+
+  await t.test('use_tls (StartTLS) on ldap:// with tls_cacertfile: same, every bind on a connection upgraded before it', async (t) => {
+    const connections = await serves(t, 'starttls-ca', peer.url, { use_tls: 'true', tls_cacertfile: caFile });
+    for (const [conn, connection] of connections) {
+      t.equal(connection.port, peer.port, `conn=${conn} on the plain port`);
+      t.ok(connection.startTls && connection.tls, `conn=${conn}: STARTTLS, TLS established`);
+    }
+    // And the log does show binds in the clear when TLS is not asked for: the check above can fail.
+    const plain = await serves(t, 'plain', peer.url, {});
+    t.ok(
+      [...plain.values()].every((connection) => !connection.tls && !connection.startTls),
+      'a plain domain: no TLS in the log',
+    );
+  });
+
+  await t.test('tls_req_cert = demand and a certificate that does not verify: 503, no password sent', async (t) => {
+    await t.test('ldaps://, an unrelated CA', (t) => refused(t, 'ldaps-other-ca', ldapsUrl, { tls_cacertfile: peer.otherCaFile!, tls_req_cert: 'demand' }));
+    await t.test('ldaps://, no CA file (the system CAs)', (t) => refused(t, 'ldaps-no-ca', ldapsUrl, { tls_req_cert: 'demand' }));
+    await t.test('StartTLS, an unrelated CA', (t) =>
+      refused(t, 'starttls-other-ca', peer.url, { use_tls: 'true', tls_cacertfile: peer.otherCaFile!, tls_req_cert: 'demand' }),
+    );
+    await t.test('StartTLS, no CA file (demand is the default)', (t) => refused(t, 'starttls-no-ca', peer.url, { use_tls: 'true' }));
+  });
+
+  await t.test('tls_req_cert = never or allow: the certificate is not verified (Keystone / OpenLDAP semantics)', async (t) => {
+    const never = await serves(t, 'ldaps-never', ldapsUrl, { tls_req_cert: 'never' });
+    t.ok([...never.values()].every((connection) => connection.tls), 'ldaps never: encrypted');
+    const allow = await serves(t, 'starttls-allow', peer.url, { use_tls: 'true', tls_req_cert: 'allow', tls_cacertfile: peer.otherCaFile! });
+    t.ok([...allow.values()].every((connection) => connection.startTls && connection.tls), 'StartTLS allow (a CA that does not match): encrypted');
+  });
+});
