@@ -43,12 +43,13 @@ export interface LdapPeer {
  * A private slapd for one test file (start.sh installs slapd if missing), on a free port with its own
  * state directory; stopped by its PID when the test ends.
  */
-export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, options: { users?: number; tls?: boolean } = {}): Promise<LdapPeer> {
+export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, options: { users?: number; tls?: boolean; tlsSubjectAltName?: string } = {}): Promise<LdapPeer> {
   const port = await freePort();
   const ldapsPort = options.tls ? await freePort() : undefined;
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-ldap-'));
   // users: LARGE mode, user00001..userN (password bulk-secret, every 10th disabled) and group bulk.
-  // tls: start.sh's TLS mode (its own CA, StartTLS on ldap://, and an ldaps:// listener).
+  // tls: start.sh's TLS mode (its own CA, StartTLS on ldap://, and an ldaps:// listener); the server
+  // certificate is for IP:127.0.0.1,DNS:localhost unless tlsSubjectAltName says otherwise.
   const env = {
     ...process.env,
     LDAP_PORT: String(port),
@@ -56,6 +57,7 @@ export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, op
     LDAP_ADMIN_PASSWORD,
     LDAP_USERS: String(options.users ?? 0),
     ...(ldapsPort ? { LDAP_TLS: '1', LDAPS_PORT: String(ldapsPort) } : {}),
+    ...(options.tlsSubjectAltName ? { LDAP_TLS_SAN: options.tlsSubjectAltName } : {}),
   };
   const peer: LdapPeer = {
     url: `ldap://127.0.0.1:${port}`,

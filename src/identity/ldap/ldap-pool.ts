@@ -29,15 +29,22 @@ export class LdapPool {
   private readonly waiting: Array<(client: Client | Error) => void> = [];
   private closed = false;
   private readonly tlsOptions: ConnectionOptions | undefined;
+  /** tls_cacertfile could not be read: every connection fails (503), as Keystone refuses to connect (its IOError). */
+  private readonly tlsProblem: Error | undefined;
 
   constructor(private readonly options: LdapOptions) {
     const secure = options.useTls || /^ldaps:/i.test(options.url);
-    this.tlsOptions = secure
-      ? {
-          rejectUnauthorized: options.tlsReqCert === 'demand',
-          ...(options.tlsCacertfile ? { ca: readFileSync(options.tlsCacertfile) } : {}),
-        }
-      : undefined;
+    let ca: Buffer | undefined;
+    if (secure && options.tlsCacertfile) {
+      try {
+        ca = readFileSync(options.tlsCacertfile);
+      } catch {
+        this.tlsProblem = new Error(`tls_cacertfile ${options.tlsCacertfile} not found or is not a file`);
+      }
+    }
+    // Keystone's tls_req_cert: demand verifies the server's certificate (chain and name); allow and
+    // never (OpenLDAP's semantics) proceed whatever the certificate.
+    this.tlsOptions = secure ? { rejectUnauthorized: options.tlsReqCert === 'demand', ...(ca ? { ca } : {}) } : undefined;
   }
 
   private get connectTimeoutMs(): number {
@@ -55,6 +62,7 @@ export class LdapPool {
    * to be "localhost" when checking the certificate's name.
    */
   private async connect(): Promise<Client> {
+    if (this.tlsProblem) throw this.tlsProblem;
     const client = new Client({
       url: this.options.url,
       connectTimeout: this.connectTimeoutMs,

@@ -89,7 +89,7 @@ t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
   }
 
   /** A new domain with `ldap` options whose certificate check must fail: 503 quickly, and no bind ever reached slapd. */
-  async function refused(t: Test, name: string, url: string, ldap: Record<string, string>): Promise<void> {
+  async function refused(t: Test, name: string, url: string, ldap: Record<string, string>, reachesSlapd = true): Promise<void> {
     const domainId = await createDomain(app, name);
     configs.set(domainId, ldapDomainConfig(url, { ...timeouts, ...ldap }));
     const offset = fs.statSync(peer.logFile).size;
@@ -106,7 +106,7 @@ t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
     t.same(alice.body, UNAVAILABLE);
     t.ok(loginMs < 4000, `answered in ${Math.round(loginMs)} ms`);
     const connections = connectionsSince(peer.logFile, offset);
-    t.ok(connections.size >= 1, 'the back end did reach slapd');
+    if (reachesSlapd) t.ok(connections.size >= 1, 'the back end did reach slapd');
     t.same(
       [...connections.values()].flatMap((connection) => connection.binds),
       [],
@@ -143,6 +143,10 @@ t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
       refused(t, 'starttls-other-ca', peer.url, { use_tls: 'true', tls_cacertfile: peer.otherCaFile!, tls_req_cert: 'demand' }),
     );
     await t.test('StartTLS, no CA file (demand is the default)', (t) => refused(t, 'starttls-no-ca', peer.url, { use_tls: 'true' }));
+    // Keystone raises an IOError (a 500) when tls_cacertfile is not a file; here the domain's directory is unavailable.
+    await t.test('a tls_cacertfile that does not exist: 503, never a 500', (t) =>
+      refused(t, 'ldaps-missing-ca', ldapsUrl, { tls_cacertfile: `${caFile}.missing` }, false),
+    );
   });
 
   await t.test('tls_req_cert = never or allow: the certificate is not verified (Keystone / OpenLDAP semantics)', async (t) => {
@@ -151,4 +155,27 @@ t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
     const allow = await serves(t, 'starttls-allow', peer.url, { use_tls: 'true', tls_req_cert: 'allow', tls_cacertfile: peer.otherCaFile! });
     t.ok([...allow.values()].every((connection) => connection.startTls && connection.tls), 'StartTLS allow (a CA that does not match): encrypted');
   });
+});
+
+t.test("tls_req_cert = demand checks the certificate's name against the URL's host (StartTLS and ldaps)", async (t) => {
+  // A certificate from the right CA, but only for "localhost": 127.0.0.1 is not its name.
+  const peer = await startLdapPeer(t, { tls: true, tlsSubjectAltName: 'DNS:localhost' });
+  const configs = new MemoryDomainConfigs();
+  const app = await startTestApp(t, {}, { domainIdentityConfigs: configs });
+  for (const [name, url, ldap] of [
+    ['starttls-wrong-name', peer.url, { use_tls: 'true', tls_cacertfile: peer.caFile! }],
+    ['ldaps-wrong-name', peer.ldapsUrl!, { tls_cacertfile: peer.caFile! }],
+  ] as const) {
+    const domainId = await createDomain(app, name);
+    configs.set(domainId, ldapDomainConfig(url, { connection_timeout: '2', operation_timeout: '2', ...ldap }));
+    const users = await app.call('GET', `/v3/users?domain_id=${domainId}`);
+    t.equal(users.statusCode, 503, `${name}: refused`);
+    t.same(users.json(), UNAVAILABLE);
+    const alice = await app.login({ name: 'alice', domain: { name } }, 'alice-secret');
+    t.equal(alice.status, 503, `${name}: alice cannot log in`);
+  }
+  // The same certificate is taken when its name is not checked (never).
+  const domainId = await createDomain(app, 'starttls-never');
+  configs.set(domainId, ldapDomainConfig(peer.url, { use_tls: 'true', tls_cacertfile: peer.caFile!, tls_req_cert: 'never' }));
+  t.equal((await app.call('GET', `/v3/users?domain_id=${domainId}`)).statusCode, 200);
 });
