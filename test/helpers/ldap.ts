@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { DomainConfigGroups } from '../../src/identity/domain-identity-config.ts';
+import type { TestApp } from './app.ts';
 import { freePort } from './processes.ts';
 
 const run = promisify(execFile);
@@ -12,6 +13,18 @@ const PEER = path.join(import.meta.dirname, 'ldap-peer');
 export const LDAP_SUFFIX = 'dc=example,dc=org';
 export const LDAP_ADMIN_DN = `cn=admin,${LDAP_SUFFIX}`;
 export const LDAP_ADMIN_PASSWORD = 'ldap-secret';
+
+/** What a domain whose directory cannot be reached (or whose certificate does not verify) answers. */
+export const LDAP_UNAVAILABLE = {
+  error: { code: 503, title: 'Service Unavailable', message: 'The identity directory service of this domain is unavailable; retry later.' },
+};
+
+/** A new domain through the API (its identity back end comes from its domain configuration). */
+export async function createDomain(app: TestApp, name: string): Promise<string> {
+  const response = await app.call('POST', '/v3/domains', { domain: { name } });
+  if (response.statusCode !== 201) throw new Error(`domain ${name}: ${response.statusCode} ${response.body}`);
+  return response.json().domain.id as string;
+}
 
 /** The seed's users in directory order, as Keystone shows them (dave has no mail and no description). */
 export const SEED_USERS = [

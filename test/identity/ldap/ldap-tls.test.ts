@@ -1,9 +1,10 @@
 import fs from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
 import t, { type Test } from 'tap';
 import { startTestApp, type TestApp } from '../../helpers/app.ts';
 import { MemoryDomainConfigs } from '../../helpers/domain-configs.ts';
-import { SEED_USERS, ldapDomainConfig, startLdapPeer } from '../../helpers/ldap.ts';
+import { LDAP_UNAVAILABLE as UNAVAILABLE, SEED_USERS, createDomain, ldapDomainConfig, startLdapPeer } from '../../helpers/ldap.ts';
 
 // The LDAP back end over TLS against a real slapd in start.sh's TLS mode (its own throwaway CA, a
 // server certificate for 127.0.0.1): ldaps:// and StartTLS (use_tls) with tls_cacertfile, Keystone's
@@ -11,48 +12,62 @@ import { SEED_USERS, ldapDomainConfig, startLdapPeer } from '../../helpers/ldap.
 // refused with a Keystone-shaped 503 before any password is sent. slapd's stats log proves that
 // every connection the back end made really was encrypted.
 
-const UNAVAILABLE = {
-  error: { code: 503, title: 'Service Unavailable', message: 'The identity directory service of this domain is unavailable; retry later.' },
-};
-
-async function createDomain(app: TestApp, name: string): Promise<string> {
-  const response = await app.call('POST', '/v3/domains', { domain: { name } });
-  if (response.statusCode !== 201) throw new Error(`domain ${name}: ${response.statusCode} ${response.body}`);
-  return response.json().domain.id as string;
-}
-
 interface Connection {
   port: number;
-  tls: boolean;
   startTls: boolean;
+  /** DNs bound on it (the request line). */
   binds: string[];
+  /** Successful binds with the security strength slapd saw for the connection (0: cleartext). */
+  boundSsf: Array<{ dn: string; ssf: number }>;
 }
 
 /**
  * The connections slapd logged after `offset` (bytes into its stats log), by conn number. slapd
- * writes its log from several threads, so a connection's last lines may not be there yet when the
- * HTTP answer is: callers judge the connections that carried a bind (logged after their TLS lines).
+ * writes its log from several threads, so lines can come out of order or late; the line of a
+ * successful bind (`mech=SIMPLE bind_ssf=0 ssf=N`, written before the answer is sent) carries the
+ * connection's encryption strength at that bind: that is what the tests judge.
  */
 function connectionsSince(logFile: string, offset: number): Map<string, Connection> {
   const text = fs.readFileSync(logFile).subarray(offset).toString('utf8');
+  const lines = text.split('\n');
   const connections = new Map<string, Connection>();
-  for (const line of text.split('\n')) {
+  // Two passes: a connection's first operation can be logged before its ACCEPT line.
+  for (const line of lines) {
     const accept = /conn=(\d+) fd=\d+ ACCEPT from IP=\S+ \(IP=[\d.]+:(\d+)\)/.exec(line);
-    if (accept) {
-      connections.set(accept[1]!, { port: Number(accept[2]), tls: false, startTls: false, binds: [] });
-      continue;
-    }
+    if (accept) connections.set(accept[1]!, { port: Number(accept[2]), startTls: false, binds: [], boundSsf: [] });
+  }
+  for (const line of lines) {
     const conn = /conn=(\d+) /.exec(line)?.[1];
     const known = conn === undefined ? undefined : connections.get(conn);
     if (!known) continue;
-    if (/ TLS established /.test(line)) known.tls = true;
-    else if (/ op=\d+ STARTTLS$/.test(line)) known.startTls = true;
-    else {
-      const bind = / op=\d+ BIND dn="([^"]*)" method=/.exec(line);
-      if (bind) known.binds.push(bind[1]!);
-    }
+    if (/ op=\d+ STARTTLS$/.test(line)) known.startTls = true;
+    const bind = / op=\d+ BIND dn="([^"]*)" method=/.exec(line);
+    if (bind) known.binds.push(bind[1]!);
+    const bound = / op=\d+ BIND dn="([^"]*)" mech=SIMPLE bind_ssf=\d+ ssf=(\d+)/.exec(line);
+    if (bound) known.boundSsf.push({ dn: bound[1]!, ssf: Number(bound[2]) });
   }
   return connections;
+}
+
+const ALICE_DN = 'uid=alice,ou=Users,dc=example,dc=org';
+
+/**
+ * slapd's connections since `offset` once its log holds the lines `ready` needs: slapd writes its
+ * log from several threads and not always before it answers, so under load a line can trail the
+ * answer. This polls slapd's file (an external process), never the app's clock; what the log still
+ * lacks after 5 s is judged by the caller's assertions.
+ */
+async function loggedConnections(logFile: string, offset: number, ready: (connections: Connection[]) => boolean): Promise<Map<string, Connection>> {
+  for (let waited = 0; ; waited += 50) {
+    const connections = connectionsSince(logFile, offset);
+    if (ready([...connections.values()]) || waited >= 5000) return connections;
+    await delay(50);
+  }
+}
+
+/** Every successful bind on the connection was over an encrypted connection. */
+function encrypted(connection: Connection): boolean {
+  return connection.boundSsf.length > 0 && connection.boundSsf.every((bind) => bind.ssf > 0);
 }
 
 t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
@@ -65,7 +80,7 @@ t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
   const timeouts = { connection_timeout: '2', operation_timeout: '2' };
 
   /** A new domain with `ldap` options; lists its users and logs alice in; returns slapd's connections meanwhile that carried a bind. */
-  async function serves(t: Test, name: string, url: string, ldap: Record<string, string>): Promise<Map<string, Connection>> {
+  async function serves(t: Test, name: string, url: string, ldap: Record<string, string>, startTls = false): Promise<Map<string, Connection>> {
     const domainId = await createDomain(app, name);
     configs.set(domainId, ldapDomainConfig(url, { ...timeouts, ...ldap }));
     const offset = fs.statSync(peer.logFile).size;
@@ -79,10 +94,19 @@ t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
     t.equal(alice.status, 201, 'alice logs in: her password is checked by a bind');
     const wrong = await app.login({ name: 'alice', domain: { name } }, 'not-her-password');
     t.equal(wrong.status, 401, 'a wrong password is still refused');
-    const bound = new Map([...connectionsSince(peer.logFile, offset)].filter(([, connection]) => connection.binds.length > 0));
-    t.ok(bound.size >= 2, `slapd saw the back end's binds: the configured user's and alice's (${bound.size} connections)`);
+    // Logged: alice's bind and another's (the configured user's), and STARTTLS wherever expected.
+    const logged = await loggedConnections(peer.logFile, offset, (connections) => {
+      const bound = connections.filter((connection) => connection.boundSsf.length > 0);
+      return (
+        bound.some((connection) => connection.boundSsf.some((bind) => bind.dn === ALICE_DN)) &&
+        bound.some((connection) => connection.boundSsf.some((bind) => bind.dn !== ALICE_DN)) &&
+        (!startTls || bound.every((connection) => connection.startTls))
+      );
+    });
+    const bound = new Map([...logged].filter(([, connection]) => connection.boundSsf.length > 0));
+    t.ok(bound.size >= 2, `slapd saw the back end's binds succeed: the configured user's and alice's (${bound.size} connections)`);
     t.ok(
-      [...bound.values()].some((connection) => connection.binds.includes(`uid=alice,ou=Users,dc=example,dc=org`)),
+      [...bound.values()].some((connection) => connection.boundSsf.some((bind) => bind.dn === ALICE_DN)),
       'alice was bound on one of them',
     );
     return bound;
@@ -118,20 +142,20 @@ t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
     const connections = await serves(t, 'ldaps-ca', ldapsUrl, { tls_cacertfile: caFile, tls_req_cert: 'demand' });
     for (const [conn, connection] of connections) {
       t.equal(connection.port, ldapsPort, `conn=${conn} on the ldaps port`);
-      t.ok(connection.tls, `conn=${conn}: TLS established`);
+      t.ok(encrypted(connection), `conn=${conn}: every bind encrypted (ssf > 0)`, { binds: connection.boundSsf });
     }
   });
 
   await t.test('use_tls (StartTLS) on ldap:// with tls_cacertfile: same, every bind on a connection upgraded before it', async (t) => {
-    const connections = await serves(t, 'starttls-ca', peer.url, { use_tls: 'true', tls_cacertfile: caFile });
+    const connections = await serves(t, 'starttls-ca', peer.url, { use_tls: 'true', tls_cacertfile: caFile }, true);
     for (const [conn, connection] of connections) {
       t.equal(connection.port, peer.port, `conn=${conn} on the plain port`);
-      t.ok(connection.startTls && connection.tls, `conn=${conn}: STARTTLS, TLS established`);
+      t.ok(connection.startTls && encrypted(connection), `conn=${conn}: STARTTLS, then every bind encrypted`, { binds: connection.boundSsf });
     }
     // And the log does show binds in the clear when TLS is not asked for: the check above can fail.
     const plain = await serves(t, 'plain', peer.url, {});
     t.ok(
-      [...plain.values()].every((connection) => !connection.tls && !connection.startTls),
+      [...plain.values()].every((connection) => !connection.startTls && connection.boundSsf.every((bind) => bind.ssf === 0)),
       'a plain domain: no TLS in the log',
     );
   });
@@ -151,9 +175,9 @@ t.test('LDAPS and StartTLS against a TLS directory', async (t) => {
 
   await t.test('tls_req_cert = never or allow: the certificate is not verified (Keystone / OpenLDAP semantics)', async (t) => {
     const never = await serves(t, 'ldaps-never', ldapsUrl, { tls_req_cert: 'never' });
-    t.ok([...never.values()].every((connection) => connection.tls), 'ldaps never: encrypted');
-    const allow = await serves(t, 'starttls-allow', peer.url, { use_tls: 'true', tls_req_cert: 'allow', tls_cacertfile: peer.otherCaFile! });
-    t.ok([...allow.values()].every((connection) => connection.startTls && connection.tls), 'StartTLS allow (a CA that does not match): encrypted');
+    t.ok([...never.values()].every(encrypted), 'ldaps never: encrypted');
+    const allow = await serves(t, 'starttls-allow', peer.url, { use_tls: 'true', tls_req_cert: 'allow', tls_cacertfile: peer.otherCaFile! }, true);
+    t.ok([...allow.values()].every((connection) => connection.startTls && encrypted(connection)), 'StartTLS allow (a CA that does not match): encrypted');
   });
 });
 
