@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { DomainConfigGroups } from '../../src/identity/domain-identity-config.ts';
+import type { TestApp } from './app.ts';
 import { freePort } from './processes.ts';
 
 const run = promisify(execFile);
@@ -12,6 +13,18 @@ const PEER = path.join(import.meta.dirname, 'ldap-peer');
 export const LDAP_SUFFIX = 'dc=example,dc=org';
 export const LDAP_ADMIN_DN = `cn=admin,${LDAP_SUFFIX}`;
 export const LDAP_ADMIN_PASSWORD = 'ldap-secret';
+
+/** What a domain whose directory cannot be reached (or whose certificate does not verify) answers. */
+export const LDAP_UNAVAILABLE = {
+  error: { code: 503, title: 'Service Unavailable', message: 'The identity directory service of this domain is unavailable; retry later.' },
+};
+
+/** A new domain through the API (its identity back end comes from its domain configuration). */
+export async function createDomain(app: TestApp, name: string): Promise<string> {
+  const response = await app.call('POST', '/v3/domains', { domain: { name } });
+  if (response.statusCode !== 201) throw new Error(`domain ${name}: ${response.statusCode} ${response.body}`);
+  return response.json().domain.id as string;
+}
 
 /** The seed's users in directory order, as Keystone shows them (dave has no mail and no description). */
 export const SEED_USERS = [
@@ -25,6 +38,14 @@ export const SEED_USERS = [
 export interface LdapPeer {
   url: string;
   port: number;
+  /** TLS mode only: the ldaps:// URL (StartTLS is offered on `url` too). */
+  ldapsUrl?: string;
+  /** TLS mode only: the throwaway CA that signed the server's certificate (127.0.0.1 / localhost). */
+  caFile?: string;
+  /** TLS mode only: an unrelated CA, which verifies nothing the server presents. */
+  otherCaFile?: string;
+  /** slapd's stats log (ACCEPT, STARTTLS, "TLS established", BIND lines). */
+  logFile: string;
   /** Stops slapd (by its PID, stop.sh). */
   stop(): Promise<void>;
   /** Starts a fresh slapd on the same port and directory (the seed again). */
@@ -35,14 +56,33 @@ export interface LdapPeer {
  * A private slapd for one test file (start.sh installs slapd if missing), on a free port with its own
  * state directory; stopped by its PID when the test ends.
  */
-export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, options: { users?: number } = {}): Promise<LdapPeer> {
+export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, options: { users?: number; tls?: boolean; tlsSubjectAltName?: string } = {}): Promise<LdapPeer> {
   const port = await freePort();
+  const ldapsPort = options.tls ? await freePort() : undefined;
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-ldap-'));
   // users: LARGE mode, user00001..userN (password bulk-secret, every 10th disabled) and group bulk.
-  const env = { ...process.env, LDAP_PORT: String(port), LDAP_PEER_DIR: directory, LDAP_ADMIN_PASSWORD, LDAP_USERS: String(options.users ?? 0) };
+  // tls: start.sh's TLS mode (its own CA, StartTLS on ldap://, and an ldaps:// listener); the server
+  // certificate is for IP:127.0.0.1,DNS:localhost unless tlsSubjectAltName says otherwise.
+  const env = {
+    ...process.env,
+    LDAP_PORT: String(port),
+    LDAP_PEER_DIR: directory,
+    LDAP_ADMIN_PASSWORD,
+    LDAP_USERS: String(options.users ?? 0),
+    ...(ldapsPort ? { LDAP_TLS: '1', LDAPS_PORT: String(ldapsPort) } : {}),
+    ...(options.tlsSubjectAltName ? { LDAP_TLS_SAN: options.tlsSubjectAltName } : {}),
+  };
   const peer: LdapPeer = {
     url: `ldap://127.0.0.1:${port}`,
     port,
+    ...(ldapsPort
+      ? {
+          ldapsUrl: `ldaps://127.0.0.1:${ldapsPort}`,
+          caFile: path.join(directory, 'tls', 'ca.pem'),
+          otherCaFile: path.join(directory, 'tls', 'other-ca.pem'),
+        }
+      : {}),
+    logFile: path.join(directory, 'slapd.log'),
     stop: async () => {
       await run('bash', [path.join(PEER, 'stop.sh')], { env });
     },

@@ -29,15 +29,22 @@ export class LdapPool {
   private readonly waiting: Array<(client: Client | Error) => void> = [];
   private closed = false;
   private readonly tlsOptions: ConnectionOptions | undefined;
+  /** tls_cacertfile could not be read: every connection fails (503), as Keystone refuses to connect (its IOError). */
+  private readonly tlsProblem: Error | undefined;
 
   constructor(private readonly options: LdapOptions) {
     const secure = options.useTls || /^ldaps:/i.test(options.url);
-    this.tlsOptions = secure
-      ? {
-          rejectUnauthorized: options.tlsReqCert === 'demand',
-          ...(options.tlsCacertfile ? { ca: readFileSync(options.tlsCacertfile) } : {}),
-        }
-      : undefined;
+    let ca: Buffer | undefined;
+    if (secure && options.tlsCacertfile) {
+      try {
+        ca = readFileSync(options.tlsCacertfile);
+      } catch {
+        this.tlsProblem = new Error(`tls_cacertfile ${options.tlsCacertfile} not found or is not a file`);
+      }
+    }
+    // Keystone's tls_req_cert: demand verifies the server's certificate (chain and name); allow and
+    // never (OpenLDAP's semantics) proceed whatever the certificate.
+    this.tlsOptions = secure ? { rejectUnauthorized: options.tlsReqCert === 'demand', ...(ca ? { ca } : {}) } : undefined;
   }
 
   private get connectTimeoutMs(): number {
@@ -48,16 +55,29 @@ export class LdapPool {
     return this.options.operationTimeout * 1000;
   }
 
-  /** A connected client (StartTLS when use_tls), not yet bound. */
+  /**
+   * A connected client (StartTLS when use_tls), not yet bound. ldapts speaks TLS from the first byte
+   * whenever the client is given tlsOptions, so with StartTLS they go to startTLS only (which also
+   * mutates them: a copy each time), with the URL's host, which tls.connect would otherwise take
+   * to be "localhost" when checking the certificate's name.
+   */
   private async connect(): Promise<Client> {
+    if (this.tlsProblem) throw this.tlsProblem;
     const client = new Client({
       url: this.options.url,
       connectTimeout: this.connectTimeoutMs,
       ...(this.operationTimeoutMs > 0 ? { timeout: this.operationTimeoutMs } : {}),
-      ...(this.tlsOptions ? { tlsOptions: this.tlsOptions } : {}),
+      ...(this.tlsOptions && !this.options.useTls ? { tlsOptions: this.tlsOptions } : {}),
       strictDN: false,
     });
-    if (this.options.useTls) await client.startTLS(this.tlsOptions);
+    if (this.options.useTls) {
+      try {
+        await client.startTLS({ ...this.tlsOptions, host: urlHost(this.options.url) });
+      } catch (error) {
+        await quietlyUnbind(client);
+        throw error;
+      }
+    }
     return client;
   }
 
@@ -186,6 +206,11 @@ export class LdapPool {
   }
 }
 
+/** The host of an ldap:// URL, without an IPv6 literal's brackets. */
+function urlHost(url: string): string {
+  const host = new URL(url).hostname;
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host || 'localhost';
+}
 
 async function quietlyUnbind(client: Client): Promise<void> {
   try {

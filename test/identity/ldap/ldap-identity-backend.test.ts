@@ -3,7 +3,7 @@ import t from 'tap';
 import { Client } from 'ldapts';
 import { startTestApp, type TestApp } from '../../helpers/app.ts';
 import { MemoryDomainConfigs } from '../../helpers/domain-configs.ts';
-import { LDAP_ADMIN_DN, LDAP_ADMIN_PASSWORD, LDAP_SUFFIX, SEED_USERS, ldapDomainConfig, startLdapPeer } from '../../helpers/ldap.ts';
+import { LDAP_ADMIN_DN, LDAP_ADMIN_PASSWORD, LDAP_SUFFIX, SEED_USERS, createDomain, ldapDomainConfig, startLdapPeer } from '../../helpers/ldap.ts';
 
 // A domain whose identity back end is the LDAP directory (a real slapd with the peer's seed), read
 // through the HTTP API as real Keystone 22 answers (shared/peers/ldap/README.md): public ids are
@@ -16,12 +16,6 @@ const UNAUTHORIZED = { error: { code: 401, title: 'Unauthorized', message: 'The 
 /** Keystone's recipe, independently: sha256 of domain_id + entity_type + local_id (keys sorted), hex. */
 function keystoneId(domainId: string, entityType: 'user' | 'group', localId: string): string {
   return createHash('sha256').update(`${domainId}${entityType}${localId}`, 'utf8').digest('hex');
-}
-
-async function createDomain(app: TestApp, name: string): Promise<string> {
-  const response = await app.call('POST', '/v3/domains', { domain: { name } });
-  if (response.statusCode !== 201) throw new Error(`domain ${name}: ${response.statusCode} ${response.body}`);
-  return response.json().domain.id as string;
 }
 
 t.test('an LDAP domain through the API', async (t) => {

@@ -3,21 +3,11 @@ import { performance } from 'node:perf_hooks';
 import t from 'tap';
 import { ADMIN_PASSWORD, startTestApp, type TestApp } from '../../helpers/app.ts';
 import { MemoryDomainConfigs } from '../../helpers/domain-configs.ts';
-import { ldapDomainConfig, startLdapPeer } from '../../helpers/ldap.ts';
+import { LDAP_UNAVAILABLE as UNAVAILABLE, createDomain, ldapDomainConfig, startLdapPeer } from '../../helpers/ldap.ts';
 
 // The directory of an LDAP domain goes away: its requests answer a Keystone-shaped 503 within the
 // configured timeouts (real Keystone answers a generic 500 after its pool retries), SQL domains
 // are unaffected, and once slapd is back the same process serves the domain again.
-
-const UNAVAILABLE = {
-  error: { code: 503, title: 'Service Unavailable', message: 'The identity directory service of this domain is unavailable; retry later.' },
-};
-
-async function createDomain(app: TestApp, name: string): Promise<string> {
-  const response = await app.call('POST', '/v3/domains', { domain: { name } });
-  if (response.statusCode !== 201) throw new Error(`domain ${name}: ${response.statusCode} ${response.body}`);
-  return response.json().domain.id as string;
-}
 
 /** Runs `request` and how long it took, in ms (measured, never waited on). */
 async function timed<T>(request: () => Promise<T>): Promise<{ result: T; ms: number }> {
