@@ -27,6 +27,10 @@ export interface Config {
   redisUrl: string | undefined;
   adminPassword: string | undefined;
   tokenExpiration: number;
+  /** RECEIPT_EXPIRATION: Keystone's [receipt] expiration, the lifetime of an MFA auth receipt (seconds). */
+  receiptExpiration: number;
+  /** TOTP_INCLUDED_PREVIOUS_WINDOWS: Keystone's [totp] included_previous_windows. */
+  totpIncludedPreviousWindows: number;
   fernetKeyRepository: string;
   fernetMaxActiveKeys: number;
   tokenProvider: 'fernet' | 'jws' | 'uuid';
@@ -307,6 +311,8 @@ export function loadConfig(env: Environment = process.env): Config {
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     adminPassword,
     tokenExpiration: integer(env, 'TOKEN_EXPIRATION', 3600, 60, 31_536_000),
+    receiptExpiration: integer(env, 'RECEIPT_EXPIRATION', 300, 1, 86_400),
+    totpIncludedPreviousWindows: integer(env, 'TOTP_INCLUDED_PREVIOUS_WINDOWS', 1, 0, 10),
     fernetKeyRepository: path.resolve(env.FERNET_KEY_REPOSITORY || path.join(dataDir, 'fernet-keys')),
     fernetMaxActiveKeys: integer(env, 'FERNET_MAX_ACTIVE_KEYS', 3, 1, 100),
     tokenProvider: tokenProvider(env),

@@ -34,7 +34,7 @@ export const UserOptions = Type.Object(
     ignore_lockout_failure_attempts: optionalBoolean,
     lock_password: optionalBoolean,
     ignore_user_inactivity: optionalBoolean,
-    multi_factor_auth_rules: Type.Optional(nullable(Type.Array(Type.Array(Type.String(), { uniqueItems: true })))),
+    multi_factor_auth_rules: Type.Optional(nullable(Type.Array(Type.Array(Type.String(), { minItems: 1, uniqueItems: true }), { uniqueItems: true }))),
     multi_factor_auth_enabled: optionalBoolean,
   },
   { additionalProperties: false },
@@ -305,6 +305,24 @@ export const AuthBody = Type.Object(
               ),
             ),
             token: Type.Optional(Type.Object({ id: Type.String() }, open)),
+            totp: Type.Optional(
+              Type.Object(
+                {
+                  user: Type.Optional(
+                    Type.Object(
+                      {
+                        id: Type.Optional(Type.String()),
+                        name: Type.Optional(Type.String()),
+                        passcode: Type.Optional(Type.Unknown({ description: 'The TOTP passcode (6 digits, as a string).' })),
+                        domain: Type.Optional(NameOrId),
+                      },
+                      open,
+                    ),
+                  ),
+                },
+                open,
+              ),
+            ),
             application_credential: Type.Optional(
               Type.Object(
                 {
