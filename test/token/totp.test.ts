@@ -144,3 +144,19 @@ t.test('TOTP failures count towards the lockout; a locked account is refused; TO
   test.clock.advance(600_000);
   t.equal((await login(totpPasscode(RFC_SEED, now()))).status, 201, 'IDENTITY_LOCKOUT_DURATION later');
 });
+
+t.test('passcode guesses share the per-user rate limit with passwords; a receipt 401 uses none of it', async (t) => {
+  const test = await startTestApp(t, { AUTH_RATE_LIMIT_PER_USER: '3' });
+  test.clock.set(Math.ceil(test.clock.now() / 60_000) * 60_000);
+  const { user, login } = await totpUser(test, 'totp-guessed');
+  t.equal((await login('000001')).status, 401);
+  t.equal((await login('000002', { name: 'totp-guessed', domain: { id: 'default' } })).status, 401);
+  t.equal((await test.login({ id: user.id }, 'wrong')).status, 401);
+  const limited = await login(totpPasscode(RFC_SEED, test.clock.now() / 1000));
+  t.equal(limited.status, 429, 'the fourth attempt is not checked, whatever the method');
+
+  const other = await totpUser(test, 'totp-receipts');
+  await test.call('PATCH', `/v3/users/${other.user.id}`, { user: { options: { multi_factor_auth_rules: [['password', 'totp']] } } });
+  for (let i = 0; i < 4; i++) t.equal((await test.login({ id: other.user.id }, 'Pw-secret-1')).status, 401, `receipt ${i + 1}`);
+  t.equal((await other.login(totpPasscode(RFC_SEED, test.clock.now() / 1000))).status, 401, 'still a receipt, not a 429');
+});
