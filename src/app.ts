@@ -347,7 +347,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       startedParts.push(() => receiptKeys.stop());
       await receiptKeys.start();
     }
-    const receipts = new ReceiptService(receiptKeys, identity, resources, clock, config.receiptExpiration, AUTH_METHODS);
+    const receipts = new ReceiptService(receiptKeys, resources, clock, config.receiptExpiration, AUTH_METHODS);
     // The totp method reads the user's totp credentials (the credential service is built below).
     const totp = new TotpAuthenticator(identity, (userId: string): Promise<string[]> => credentials.totpSecrets(userId), clock, config.totpIncludedPreviousWindows);
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts, {

@@ -1,4 +1,4 @@
-import type { IdentityService, User } from '../identity/identity-service.ts';
+import type { User } from '../identity/identity-service.ts';
 import type { ResourceService } from '../resource/resource-service.ts';
 import type { Clock } from '../support/clock.ts';
 import { AuthenticationError, AuthReceiptRequiredError } from '../support/errors.ts';
@@ -23,7 +23,6 @@ export class ReceiptService {
 
   constructor(
     private readonly keys: ReceiptKeys,
-    private readonly identity: Pick<IdentityService, 'findUser'>,
     private readonly resources: Pick<ResourceService, 'findAny'>,
     private readonly clock: Clock,
     /** Keystone's [receipt] expiration (seconds). */
@@ -54,7 +53,7 @@ export class ReceiptService {
   methodsOf(receipt: string, userId: string): string[] {
     const opened = this.keys.decodeReceipt(receipt);
     if (!opened || this.clock.now() >= opened.payload.expiresAt * 1000 || opened.payload.userId !== userId) {
-      throw AuthReceiptRequiredError.receiptNotFound(receipt);
+      throw AuthReceiptRequiredError.receiptNotFound(receipt, userId);
     }
     return opened.payload.methods;
   }
@@ -80,13 +79,12 @@ export class ReceiptService {
     const issuedAt = Math.floor(this.clock.now() / 1000) * 1000;
     const expiresAt = issuedAt + this.expirationSeconds * 1000;
     const id = this.keys.issueReceipt({ userId: user.id, methods, expiresAt: expiresAt / 1000 }, issuedAt / 1000);
-    const found = await this.identity.findUser(user.id);
     const domain = await this.resources.findAny(user.domainId);
-    if (!found || !domain) throw new AuthenticationError();
+    if (!domain) throw new AuthenticationError();
     return {
       id,
       methods,
-      user: { id: user.id, name: found.name, domainId: user.domainId, domainName: domain.name },
+      user: { id: user.id, name: user.name, domainId: user.domainId, domainName: domain.name },
       issuedAt,
       expiresAt,
       // Keystone lists the rules that share a method with those used.

@@ -140,9 +140,12 @@ export class AuthReceiptRequiredError extends ServiceError {
     super(`Insufficient auth methods received for ${receipt.user.id}. Auth Methods Provided: [${receipt.methods.join(', ')}].`);
   }
 
-  /** Keystone's ReceiptNotFound: a receipt that is not ours, expired, or another user's (the header echoed). */
-  static receiptNotFound(receipt: string): AuthenticationError {
-    return new AuthenticationError(`Could not find auth receipt: ${receipt}.`);
+  /**
+   * Keystone's ReceiptNotFound: a receipt that is not ours, expired, or another user's. The client
+   * sees the header echoed; the audit trail does not (another user's receipt stands for a factor).
+   */
+  static receiptNotFound(receipt: string, userId?: string): AuthenticationError {
+    return new AuthenticationError(`Could not find auth receipt: ${receipt}.`, undefined, { reason: 'Could not find auth receipt', code: 401, ...(userId ? { userId } : {}) });
   }
 }
 
