@@ -173,10 +173,12 @@ export class TokenService {
 
     const userDomain = await this.resources.findAny(user.domainId);
     if (!userDomain?.enabled) throw new AuthenticationError();
-    // Keystone's MFA rules: the methods that ran (a re-scoped token's own included), with a receipt's.
-    const used = await this.enforceRules(user, [...(source?.methods ?? []), ...request.methods], receipt);
-    if (scopeRequest.type === 'trust') return this.authenticateTrust(user, scopeRequest.trustId, used, source);
+    // Keystone's MFA rules: the methods that ran (a re-scoped token's own included), with a receipt's;
+    // checked once the scope is found (a missing project is the generic 401 first), before its roles.
+    const ran = [...(source?.methods ?? []), ...request.methods];
+    if (scopeRequest.type === 'trust') return this.authenticateTrust(user, scopeRequest.trustId, await this.enforceRules(user, ran, receipt), source);
     const scope = await this.resolveScope(user, scopeRequest);
+    const used = await this.enforceRules(user, ran, receipt);
     const roles = scope.type === 'unscoped' ? [] : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw new AuthenticationError();
 

@@ -80,6 +80,12 @@ t.test('rules not satisfied: the receipt 401; completing with the missing method
   t.same(totpOnly.json().receipt.methods, ['totp']);
   t.same((await auth(test, password(user.id), totpOnly.headers['openstack-auth-receipt'] as string)).statusCode, 201);
 
+  // The scope is looked up first (generic 401), its roles after the rules (a receipt).
+  t.same((await auth(test, password(user.id), undefined, { project: { id: 'no-such-project' } })).json(), GENERIC_401);
+  const roleless = (await test.call('POST', '/v3/projects', { project: { name: 'mfa-roleless', domain_id: 'default' } })).json().project;
+  t.ok((await auth(test, password(user.id), undefined, { project: { id: roleless.id } })).headers['openstack-auth-receipt'], 'no role there: still a receipt first');
+  t.same((await auth(test, totp(test, user.id), receipt, { project: { id: roleless.id } })).json(), GENERIC_401, 'then the generic 401');
+
   // A receipt is reusable until it expires (Keystone keeps no record of them).
   t.equal((await auth(test, totp(test, user.id), receipt)).statusCode, 201);
 });
