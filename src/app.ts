@@ -56,7 +56,9 @@ import { embeddedDirectoryOf, Store } from './store/database.ts';
 import { DatabaseFernetKeys, DatabaseJwsKeys, DatabaseKeyStore, type KeyChangeNotices } from './token/database-key-store.ts';
 import type { FernetKeySource } from './token/key-source.ts';
 import { FernetKeyRepository } from './token/fernet-key-repository.ts';
-import { FernetTokenProvider } from './token/fernet-provider.ts';
+import { AUTH_METHODS, FernetTokenProvider } from './token/fernet-provider.ts';
+import { TotpAuthenticator } from './token/totp.ts';
+import { ReceiptService } from './receipt/receipt-service.ts';
 import { JwsKeyRepository } from './token/jws-key-repository.ts';
 import { KeyAgreement, NodeKeyAgreement, pepperFingerprint } from './token/key-agreement.ts';
 import { JwsTokenProvider } from './token/jws-provider.ts';
@@ -344,7 +346,20 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       requestToken: config.oauth1RequestTokenDuration,
       accessToken: config.oauth1AccessTokenDuration,
     }, accessEpoch);
-    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts, oauth1);
+    // MFA receipts are sealed with the Fernet token keys (Keystone's [fernet_receipts] key_repository
+    // defaults to its token key directory); with another token provider, with FERNET_KEY_REPOSITORY's files.
+    const receiptKeys = tokenProvider instanceof FernetTokenProvider ? tokenProvider : new FernetTokenProvider(new FernetKeyRepository(config.fernetKeyRepository, config.fernetMaxActiveKeys), log);
+    if (receiptKeys !== tokenProvider) {
+      startedParts.push(() => receiptKeys.stop());
+      await receiptKeys.start();
+    }
+    const receipts = new ReceiptService(receiptKeys, resources, clock, config.receiptExpiration, AUTH_METHODS);
+    // The totp method reads the user's totp credentials (the credential service is built below).
+    const totp = new TotpAuthenticator(identity, (userId: string): Promise<string[]> => credentials.totpSecrets(userId), clock, config.totpIncludedPreviousWindows);
+    const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts, oauth1, {
+      totp,
+      receipts,
+    });
     // Credential blobs are encrypted at rest with Keystone's credential keys (created on first start).
     const credentialKeys = new CredentialEncryption(createCredentialKeySource(config, store, log, keyNotices), log, () => clock.now());
     startedParts.push(() => credentialKeys.stop());

@@ -31,6 +31,10 @@ export interface Config {
   oauth1RequestTokenDuration: number;
   /** OAUTH1_ACCESS_TOKEN_DURATION: Keystone's [oauth1] access_token_duration, seconds (0: never expires). */
   oauth1AccessTokenDuration: number;
+  /** RECEIPT_EXPIRATION: Keystone's [receipt] expiration, the lifetime of an MFA auth receipt (seconds). */
+  receiptExpiration: number;
+  /** TOTP_INCLUDED_PREVIOUS_WINDOWS: Keystone's [totp] included_previous_windows. */
+  totpIncludedPreviousWindows: number;
   fernetKeyRepository: string;
   fernetMaxActiveKeys: number;
   tokenProvider: 'fernet' | 'jws' | 'uuid';
@@ -313,6 +317,8 @@ export function loadConfig(env: Environment = process.env): Config {
     tokenExpiration: integer(env, 'TOKEN_EXPIRATION', 3600, 60, 31_536_000),
     oauth1RequestTokenDuration: integer(env, 'OAUTH1_REQUEST_TOKEN_DURATION', 28_800, 0, 31_536_000),
     oauth1AccessTokenDuration: integer(env, 'OAUTH1_ACCESS_TOKEN_DURATION', 86_400, 0, 315_360_000),
+    receiptExpiration: integer(env, 'RECEIPT_EXPIRATION', 300, 1, 86_400),
+    totpIncludedPreviousWindows: integer(env, 'TOTP_INCLUDED_PREVIOUS_WINDOWS', 1, 0, 10),
     fernetKeyRepository: path.resolve(env.FERNET_KEY_REPOSITORY || path.join(dataDir, 'fernet-keys')),
     fernetMaxActiveKeys: integer(env, 'FERNET_MAX_ACTIVE_KEYS', 3, 1, 100),
     tokenProvider: tokenProvider(env),

@@ -100,6 +100,12 @@ export class CredentialService {
     return rows.map((row) => this.decrypted(row));
   }
 
+  /** The secrets (blobs) of a user's `totp` credentials, for the totp auth method. */
+  async totpSecrets(userId: string): Promise<string[]> {
+    const rows = await this.repository.list(this.store.reader(), { userId: [{ operator: 'equals', value: userId }], type: [{ operator: 'equals', value: 'totp' }] });
+    return rows.map((row) => this.decrypted(row).blob);
+  }
+
   /**
    * An ec2 credential's blob must be a JSON object with `access`; its id is the hash of that
    * access key. Any other type gets a random id. Nothing checks that the user or project exists

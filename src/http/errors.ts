@@ -1,9 +1,10 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AuthenticationError, errorBody, statusOf, TooManyRequestsError, UnavailableError } from '../support/errors.ts';
+import { AuthenticationError, AuthReceiptRequiredError, errorBody, statusOf, TooManyRequestsError, UnavailableError } from '../support/errors.ts';
 import { loggableError } from '../store/loggable-error.ts';
 import { databaseUnreachableReason, isDatabaseKnownUnreachable, serviceErrorOf } from '../store/unavailable.ts';
 import { baseUrl } from './links.ts';
+import { renderReceipt } from './render.ts';
 
 const INVALID_JSON =
   'Expecting to find valid JSON in request body. The server could not comply with the request since it is either ' +
@@ -34,6 +35,9 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   if (known) {
     // While the database is known unreachable its loss and return are logged once each (app.ts).
     if (known !== error && !isDatabaseKnownUnreachable(error)) request.log.warn({ reason: databaseUnreachableReason(error) }, 'database unreachable: answered 503');
+    if (known instanceof AuthReceiptRequiredError) {
+      return reply.code(401).header('Openstack-Auth-Receipt', known.receipt.id).type('application/json').send(renderReceipt(known.receipt));
+    }
     const extra = known instanceof AuthenticationError && known.identity ? { identity: known.identity } : {};
     if (known instanceof TooManyRequestsError) reply.header('Retry-After', String(known.retryAfterSeconds));
     if (known instanceof UnavailableError && known.retryAfterSeconds !== undefined) reply.header('Retry-After', String(known.retryAfterSeconds));

@@ -9,6 +9,7 @@ import type { ProjectRow, Json } from '../store/entities.ts';
 import type { Static } from 'typebox';
 import type { RevocationEvent } from '../events/revocation.ts';
 import type { TokenContext } from '../token/token-service.ts';
+import type { AuthReceipt } from '../support/errors.ts';
 import { baseUrl, selfLink } from './links.ts';
 import type { RevokeEvent, TokenBodyShape } from './schemas.ts';
 
@@ -364,5 +365,18 @@ export function renderLimit(request: FastifyRequest, limit: Limit) {
     region_id: limit.regionId ?? null,
     resource_name: limit.resourceName,
     links: selfLink(request, 'limits', limit.id),
+  };
+}
+
+/** Keystone's body of an MFA receipt 401 (keystone/receipt/handlers.py). */
+export function renderReceipt(receipt: AuthReceipt) {
+  return {
+    receipt: {
+      methods: receipt.methods,
+      user: { id: receipt.user.id, name: receipt.user.name, domain: { id: receipt.user.domainId, name: receipt.user.domainName } },
+      expires_at: tokenTime(receipt.expiresAt),
+      issued_at: tokenTime(receipt.issuedAt),
+    },
+    required_auth_methods: receipt.requiredMethods,
   };
 }

@@ -34,7 +34,7 @@ export const UserOptions = Type.Object(
     ignore_lockout_failure_attempts: optionalBoolean,
     lock_password: optionalBoolean,
     ignore_user_inactivity: optionalBoolean,
-    multi_factor_auth_rules: Type.Optional(nullable(Type.Array(Type.Array(Type.String(), { uniqueItems: true })))),
+    multi_factor_auth_rules: Type.Optional(nullable(Type.Array(Type.Array(Type.String(), { minItems: 1, uniqueItems: true }), { uniqueItems: true }))),
     multi_factor_auth_enabled: optionalBoolean,
   },
   { additionalProperties: false },
@@ -279,6 +279,15 @@ export const EndpointUpdate = wrap(
  * Keystone's order and the typed TokenRequest the token service takes.
  */
 const NameOrId = Type.Object({ id: Type.Optional(Type.String()), name: Type.Optional(Type.String()) }, open);
+/** An auth method naming a user (by id, or by name and domain) with its secret: password, totp. */
+const userMethod = <T extends Record<string, TSchema>>(secret: T) =>
+  Type.Optional(
+    Type.Object(
+      { user: Type.Optional(Type.Object({ id: Type.Optional(Type.String()), name: Type.Optional(Type.String()), ...secret, domain: Type.Optional(NameOrId) }, open)) },
+      open,
+    ),
+  );
+
 export const AuthBody = Type.Object(
   {
     auth: Type.Optional(Type.Object(
@@ -286,26 +295,10 @@ export const AuthBody = Type.Object(
         identity: Type.Object(
           {
             methods: Type.Array(Type.String()),
-            password: Type.Optional(
-              Type.Object(
-                {
-                  user: Type.Optional(
-                    Type.Object(
-                      {
-                        id: Type.Optional(Type.String()),
-                        name: Type.Optional(Type.String()),
-                        password: Type.Optional(Type.String({ maxLength: 4096 })),
-                        domain: Type.Optional(NameOrId),
-                      },
-                      open,
-                    ),
-                  ),
-                },
-                open,
-              ),
-            ),
+            password: userMethod({ password: Type.Optional(Type.String({ maxLength: 4096 })) }),
             token: Type.Optional(Type.Object({ id: Type.String() }, open)),
             oauth1: Type.Optional(Type.Object({}, open)),
+            totp: userMethod({ passcode: Type.Optional(Type.Unknown({ description: 'The TOTP passcode (6 digits, as a string).' })) }),
             application_credential: Type.Optional(
               Type.Object(
                 {

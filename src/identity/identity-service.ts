@@ -310,6 +310,20 @@ export class IdentityService {
   }
 
   /**
+   * Checks a second factor (a TOTP passcode) for token issue: `verify` says whether it is right
+   * for the user. As for a password, every failure is the generic 401 (`reason` is for the audit
+   * trail), a wrong one counts towards the lockout, and a locked or disabled account is refused.
+   */
+  async authenticateFactor(reference: UserReference, reason: string, verify: (userId: string) => Promise<boolean>): Promise<User> {
+    const em = this.store.reader();
+    const { row, current } = await this.checkCredentials(em, await this.findUserRow(em, reference), { verify, reason }, describe(reference));
+    const domain = await this.resources.findAny(row.domainId);
+    if (!domain?.enabled) throw AuthenticationError.because({ reason: `Could not find domain: ${row.domainId}.`, code: 404, userId: row.id });
+    await this.recordSuccess(em, row, this.clock.now());
+    return this.toUser(row, current);
+  }
+
+  /**
    * Self-service password change (no token needed; the original password proves the caller).
    * Keystone's order: the original password as in authentication (an expired one is accepted, a
    * disabled account is named) → password_regex → lock_password → minimum age → history.
@@ -352,12 +366,12 @@ export class IdentityService {
   private async checkCredentials(
     em: EntityManager,
     row: UserRow | null,
-    password: string,
+    secret: string | { verify: (userId: string) => Promise<boolean>; reason: string },
     named: string,
     options: { nameDisabled?: boolean } = {},
   ): Promise<{ row: UserRow; current: PasswordRow | undefined }> {
     if (!row) {
-      await this.hasher.verifyDummy(password);
+      if (typeof secret === 'string') await this.hasher.verifyDummy(secret);
       // The work of a known user too: its (cached) password row and a failure record.
       await this.currentPassword(NOBODY);
       await this.recordFailure(em, NOBODY, this.clock.now());
@@ -369,7 +383,12 @@ export class IdentityService {
     // Verified even when locked, so a locked account answers in the same time as any other failure.
     // A directory checks its users' passwords itself (a bind as the user).
     const backend = this.repository.backendFor(row.domainId);
-    const verified = backend.checkPassword ? await backend.checkPassword(em, row, password) : await this.hasher.verify(password, current?.passwordHash);
+    const verified =
+      typeof secret !== 'string'
+        ? await secret.verify(row.id)
+        : backend.checkPassword
+          ? await backend.checkPassword(em, row, secret)
+          : await this.hasher.verify(secret, current?.passwordHash);
     // Every failure writes one failure record; the ones Keystone does not count write it for nobody.
     const fail = async (reason: string, counted: boolean, shownToClient = false) => {
       await this.recordFailure(em, counted ? row.id : NOBODY, now);
@@ -377,7 +396,7 @@ export class IdentityService {
       return shownToClient ? new AuthenticationError(reason, undefined, failure) : AuthenticationError.because(failure);
     };
     if (locked) throw await fail(`The account is locked for user: ${row.id}.`, false);
-    if (!verified) throw await fail('Invalid user / password', true);
+    if (!verified) throw await fail(typeof secret === 'string' ? 'Invalid user / password' : secret.reason, true);
     if (!this.policy.isEnabled(row, now)) throw await fail(`The account is disabled for user: ${row.id}.`, false, options.nameDisabled);
     return { row, current };
   }

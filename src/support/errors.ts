@@ -151,6 +151,39 @@ const OAUTH1_NOT_FOUND = {
   'another user': 'Could not find: %(target)s.',
 } as const;
 
+/** An issued MFA auth receipt, as its 401 shows it. */
+export interface AuthReceipt {
+  /** The receipt itself (the Openstack-Auth-Receipt header). */
+  id: string;
+  methods: string[];
+  user: { id: string; name: string; domainId: string; domainName: string };
+  /** Milliseconds since the epoch (whole seconds). */
+  issuedAt: number;
+  expiresAt: number;
+  /** The user's rules (with methods this service does not know dropped) that share a method with those used. */
+  requiredMethods: string[][];
+}
+
+/**
+ * 401 of an MFA partial success (Keystone's InsufficientAuthMethods): the methods worked but satisfy
+ * none of the user's multi_factor_auth_rules. Answered with the receipt in `Openstack-Auth-Receipt`
+ * and Keystone's receipt body instead of the error envelope (and without WWW-Authenticate).
+ */
+export class AuthReceiptRequiredError extends ServiceError {
+  readonly kind = 'unauthorized';
+  constructor(readonly receipt: AuthReceipt) {
+    super(`Insufficient auth methods received for ${receipt.user.id}. Auth Methods Provided: [${receipt.methods.join(', ')}].`);
+  }
+
+  /**
+   * Keystone's ReceiptNotFound: a receipt that is not ours, expired, or another user's. The client
+   * sees the header echoed; the audit trail does not (another user's receipt stands for a factor).
+   */
+  static receiptNotFound(receipt: string, userId?: string): AuthenticationError {
+    return new AuthenticationError(`Could not find auth receipt: ${receipt}.`, undefined, { reason: 'Could not find auth receipt', code: 401, ...(userId ? { userId } : {}) });
+  }
+}
+
 /** 403: authenticated, but not allowed (policy) or the operation is refused by a rule. */
 export class ForbiddenError extends ServiceError {
   readonly kind = 'forbidden';

@@ -24,6 +24,15 @@ export interface TokenPayload {
   scope: TokenPayloadScope;
 }
 
+/** An MFA auth receipt's payload (Keystone's receipt formatter). */
+export interface ReceiptPayload {
+  userId: string;
+  /** Method names used so far; decoding lists them highest bit first. */
+  methods: string[];
+  /** Seconds since the epoch, whole seconds. */
+  expiresAt: number;
+}
+
 /** The decrypted bytes are not a payload Keystone 22 could have made. */
 export class InvalidTokenPayloadError extends Error {
   override name = 'InvalidTokenPayloadError';
@@ -198,6 +207,25 @@ export class PayloadCodec {
       default:
         throw new InvalidTokenPayloadError(`This is not a recognized Fernet payload version: ${describe(version)}`);
     }
+  }
+
+  /**
+   * An MFA auth receipt's payload, as Keystone's ReceiptFormatter writes it: `[user id pair,
+   * methods, expires_at]` with no version element (its issued_at is the Fernet timestamp).
+   */
+  encodeReceipt(receipt: ReceiptPayload): Buffer {
+    const writer = new MsgpackWriter();
+    writer.arrayHeader(3);
+    writeIdPair(writer, receipt.userId);
+    writer.int(this.methodsToInteger(receipt.methods));
+    writer.float64(receipt.expiresAt);
+    return writer.finish();
+  }
+
+  decodeReceipt(plaintext: Uint8Array): ReceiptPayload {
+    const root = new MsgpackReader(plaintext).readAll();
+    if (!Array.isArray(root) || root.length !== 3) throw new InvalidTokenPayloadError('receipt payload is not a 3-element msgpack array');
+    return { userId: readIdPair(field(root, 0), 'user id'), methods: this.integerToMethods(field(root, 1)), expiresAt: readExpiresAt(field(root, 2)) };
   }
 
   private readCommon(root: MsgpackValue[], expiresIndex: number, auditIndex: number): Omit<TokenPayload, 'scope'> {

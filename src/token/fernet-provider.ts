@@ -2,11 +2,12 @@ import { NotFoundError } from '../support/errors.ts';
 import { FernetKeys, InvalidFernetTokenError } from './fernet.ts';
 import { fernetFingerprints, type KeySetFingerprints } from './key-agreement.ts';
 import type { FernetKeySource } from './key-source.ts';
-import { InvalidTokenPayloadError, PayloadCodec, type TokenPayload } from './fernet-payload.ts';
+import { InvalidTokenPayloadError, PayloadCodec, type ReceiptPayload, type TokenPayload } from './fernet-payload.ts';
 import type { DecodedToken, TokenProvider } from './token-provider.ts';
 
 /** Keystone's default [auth] methods, in order: the order fixes each method's bit in the token. */
-export const AUTH_METHODS = ['external', 'password', 'token', 'oauth1', 'mapped', 'application_credential'];
+// `totp` is appended, as a Keystone with MFA configures it: its bit is 64.
+export const AUTH_METHODS = ['external', 'password', 'token', 'oauth1', 'mapped', 'application_credential', 'totp'];
 
 export type { DecodedToken } from './token-provider.ts';
 
@@ -108,6 +109,25 @@ export class FernetTokenProvider implements TokenProvider {
       return { payload: this.codec.decode(decrypted.plaintext), issuedAt: decrypted.timestampSeconds };
     } catch (error) {
       if (error instanceof InvalidTokenPayloadError) throw NotFoundError.tokenNotValidated();
+      throw error;
+    }
+  }
+
+  /**
+   * An MFA auth receipt sealed with these keys (Keystone's [fernet_receipts] key_repository defaults
+   * to the token keys' directory), without padding as Keystone sends it.
+   */
+  issueReceipt(receipt: ReceiptPayload, issuedAtSeconds: number): string {
+    return this.activeKeys().encrypt(this.codec.encodeReceipt(receipt), issuedAtSeconds);
+  }
+
+  /** A receipt's payload and issued_at (seconds), or null when it is not one of ours. */
+  decodeReceipt(receipt: string): { payload: ReceiptPayload; issuedAt: number } | null {
+    try {
+      const decrypted = this.activeKeys().decrypt(receipt);
+      return { payload: this.codec.decodeReceipt(decrypted.plaintext), issuedAt: decrypted.timestampSeconds };
+    } catch (error) {
+      if (error instanceof InvalidFernetTokenError || error instanceof InvalidTokenPayloadError || error instanceof RangeError) return null;
       throw error;
     }
   }

@@ -1,6 +1,7 @@
 import type { CatalogEntry } from '../catalog/catalog-service.ts';
 import type { ClientCatalog } from '../catalog/client-catalog.ts';
 import type { AuditInitiator, AuditTrail } from '../events/audit.ts';
+import { AuthReceiptRequiredError } from '../support/errors.ts';
 import { auditAuthenticationFailure } from './authentication-audit.ts';
 import type { LoginThrottle } from './login-throttle.ts';
 import { parseTokenRequest, type AuthRequest } from './token-request.ts';
@@ -22,6 +23,8 @@ export interface TokenIssue {
   initiator: AuditInitiator;
   /** The catalog goes with a scoped token unless the client asked for none (?nocatalog). */
   withCatalog: boolean;
+  /** Openstack-Auth-Receipt: an MFA receipt from an earlier partial authentication. */
+  receipt?: string | undefined;
 }
 
 export interface IssuedToken {
@@ -40,7 +43,13 @@ export async function issueToken(services: TokenIssueServices, issue: TokenIssue
   let token: TokenContext;
   try {
     const attempt = await services.loginThrottle.beginLogin(initiator.address, request);
-    token = await services.tokens.authenticate(parseTokenRequest(request));
+    try {
+      token = await services.tokens.authenticate(parseTokenRequest(request), issue.receipt || undefined);
+    } catch (error) {
+      // The secrets were right (a receipt is owed): not a guess to count against the user.
+      if (error instanceof AuthReceiptRequiredError) await attempt.succeeded();
+      throw error;
+    }
     await attempt.succeeded();
   } catch (error) {
     auditAuthenticationFailure(services.audit, initiator, error, requestedUserName(request));
@@ -58,6 +67,6 @@ export async function catalogFor(catalog: ClientCatalog, token: TokenContext): P
 
 /** The user name a token request gives, if it names one. */
 function requestedUserName(request: AuthRequest): string | undefined {
-  const name = request.password?.user?.name ?? request.application_credential?.user?.name;
+  const name = request.password?.user?.name ?? request.totp?.user?.name ?? request.application_credential?.user?.name;
   return typeof name === 'string' ? name : undefined;
 }

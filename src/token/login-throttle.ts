@@ -54,10 +54,14 @@ export class LoginThrottle {
     return this.limit(clientAddress, async () => principal);
   }
 
-  /** The user a password or application-credential attempt is for, as one key per user. */
+  /** The user a password, TOTP or application-credential attempt is for, as one key per user. */
   private async principalOf(request: AuthRequest): Promise<string | undefined> {
     if (request.methods.includes('password')) {
       const key = await this.userKey(request.password?.user);
+      if (key) return key;
+    }
+    if (request.methods.includes('totp')) {
+      const key = await this.userKey(request.totp?.user);
       if (key) return key;
     }
     if (request.methods.includes('application_credential')) {

@@ -4,7 +4,7 @@ import type { SignedRequest } from '../oauth1/oauth1-service.ts';
 import { AuthenticationError, ValidationError } from '../support/errors.ts';
 
 /** Methods this service can run; the rest of Keystone's are known to it but not offered. */
-export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential', 'oauth1'];
+export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential', 'oauth1', 'totp'];
 
 // ---- as sent ----------------------------------------------------------------------------------
 
@@ -22,6 +22,8 @@ export interface AuthRequest {
   methods: string[];
   password?: { user?: (NameOrId & { domain?: NameOrId | undefined; password?: string | undefined }) | undefined } | undefined;
   token?: { id?: string | undefined } | undefined;
+  /** A TOTP passcode of the user (checked as a string, as Keystone compares it). */
+  totp?: { user?: (NameOrId & { domain?: NameOrId | undefined; passcode?: unknown }) | undefined } | undefined;
   application_credential?:
     | {
         id?: string | undefined;
@@ -66,6 +68,7 @@ export type TokenRequest =
       /** As asked (the token's methods are these and the re-scoped token's). */
       methods: string[];
       password?: { user: UserReference; password: string };
+      totp?: { user: UserReference; passcode: unknown };
       token?: { id: string };
       scope: ScopeRequest;
     };
@@ -104,6 +107,7 @@ export function parseTokenRequest(request: AuthRequest): TokenRequest {
     if (passwordUser.password === undefined) throw ValidationError.expecting('password', 'user');
     password = { user: userReference(passwordUser), password: passwordUser.password };
   }
+  const totp = methods.includes('totp') ? parseTotp(request) : undefined;
   const tokenId = request.token?.id;
   if (methods.includes('token') && !tokenId) throw ValidationError.expecting('id', 'token');
   if (methods.includes('application_credential')) return parseApplicationCredential(request);
@@ -115,9 +119,19 @@ export function parseTokenRequest(request: AuthRequest): TokenRequest {
     method: 'user',
     methods,
     ...(password ? { password } : {}),
+    ...(totp ? { totp } : {}),
     ...(tokenId && methods.includes('token') ? { token: { id: tokenId } } : {}),
     scope,
   };
+}
+
+/** The totp method: a user (by id, or by name in a domain) and a passcode (Keystone's TOTPUserInfo checks). */
+function parseTotp(request: AuthRequest): { user: UserReference; passcode: unknown } {
+  const user = request.totp?.user;
+  if (!user || typeof user !== 'object') throw ValidationError.expecting('user', 'totp');
+  if (!user.id && !user.name) throw ValidationError.expecting('id or name', 'user');
+  if (!user.id && !user.domain?.id && !user.domain?.name) throw ValidationError.expecting('domain', 'user');
+  return { user: userReference(user), passcode: user.passcode };
 }
 
 /** The application_credential method: alone, unscoped, the credential by id or by name and user. */

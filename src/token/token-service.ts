@@ -17,6 +17,14 @@ import type { AccessToken, OAuth1Service } from '../oauth1/oauth1-service.ts';
 import type { TokenProvider } from './token-provider.ts';
 import type { Trust, TrustService } from '../trust/trust-service.ts';
 import type { DomainReference, ScopeRequest, TokenRequest } from './token-request.ts';
+import type { TotpAuthenticator } from './totp.ts';
+import type { ReceiptService } from '../receipt/receipt-service.ts';
+
+/** The totp method and MFA rules with their receipts; without them neither is offered. */
+export interface MultiFactor {
+  totp: Pick<TotpAuthenticator, 'authenticate'>;
+  receipts: Pick<ReceiptService, 'enforce'>;
+}
 
 export type TokenScope =
   | { type: 'unscoped' }
@@ -71,6 +79,7 @@ export class TokenService {
     private readonly trusts?: TrustService,
     /** OS-OAUTH1: the oauth1 method and the access tokens its tokens are validated against. */
     private readonly oauth1?: Pick<OAuth1Service, 'authenticate' | 'findAccessToken'>,
+    private readonly mfa?: MultiFactor,
     cacheSize = 10_000,
   ) {
     // While the database is unreachable, what this node validated before is served (ClusterSync
@@ -99,15 +108,15 @@ export class TokenService {
    * after the event, and a later event still revokes it. An issued_at moved ahead without waiting
    * would survive an event later in the same second.
    */
-  async authenticate(request: TokenRequest): Promise<TokenContext> {
+  async authenticate(request: TokenRequest, receipt?: string): Promise<TokenContext> {
     try {
-      return await this.authenticateNow(request);
+      return await this.authenticateNow(request, receipt);
     } catch (error) {
       if (!(error instanceof RevokedOnIssue)) throw error;
     }
     await this.untilNextSecond();
     try {
-      return await this.authenticateNow(request);
+      return await this.authenticateNow(request, receipt);
     } catch (error) {
       // Another matching event in the next second too: refused, never a token that will not validate.
       if (error instanceof RevokedOnIssue) throw new AuthenticationError();
@@ -133,8 +142,8 @@ export class TokenService {
     if (this.revocations.isRevoked(token)) throw new RevokedOnIssue();
   }
 
-  private async authenticateNow(request: TokenRequest): Promise<TokenContext> {
-    if (request.method === 'application_credential') return this.authenticateApplicationCredential(request);
+  private async authenticateNow(request: TokenRequest, receipt: string | undefined): Promise<TokenContext> {
+    if (request.method === 'application_credential') return this.authenticateApplicationCredential(request, receipt);
     if (request.method === 'oauth1') return this.authenticateOAuth1(request);
     const scopeRequest = request.scope;
     const now = this.clock.now();
@@ -163,16 +172,26 @@ export class TokenService {
       if (user && user.id !== authenticated.id) throw new AuthenticationError();
       user = authenticated;
     }
+    if (request.totp) {
+      if (!this.mfa) throw new AuthenticationError();
+      const authenticated = await this.mfa.totp.authenticate(request.totp.user, request.totp.passcode);
+      if (user && user.id !== authenticated.id) throw new AuthenticationError();
+      user = authenticated;
+    }
     if (!user) throw new AuthenticationError();
 
     const userDomain = await this.resources.findAny(user.domainId);
     if (!userDomain?.enabled) throw new AuthenticationError();
-    if (scopeRequest.type === 'trust') return this.authenticateTrust(user, scopeRequest.trustId, request.methods, source);
+    // Keystone's MFA rules: the methods that ran (a re-scoped token's own included), with a receipt's;
+    // checked once the scope is found (a missing project is the generic 401 first), before its roles.
+    const ran = [...(source?.methods ?? []), ...request.methods];
+    if (scopeRequest.type === 'trust') return this.authenticateTrust(user, scopeRequest.trustId, await this.enforceRules(user, ran, receipt), source);
     const scope = await this.resolveScope(user, scopeRequest);
+    const used = await this.enforceRules(user, ran, receipt);
     const roles = scope.type === 'unscoped' ? [] : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw new AuthenticationError();
 
-    const methods = [...new Set([...(source?.methods ?? []), ...request.methods])];
+    const methods = used;
     const issuedAt = Math.floor(now / 1000) * 1000;
     const expiresAt = source ? source.expiresAt : issuedAt + this.expirationSeconds * 1000;
     const chainId = source ? (source.auditIds[1] ?? source.auditIds[0]!) : undefined;
@@ -202,6 +221,12 @@ export class TokenService {
       issuedAt,
       expiresAt,
     };
+  }
+
+  /** The methods the token is issued with (those used and a receipt's), or the receipt 401 (MultiFactor). */
+  private async enforceRules(user: User, methods: string[], receipt: string | undefined): Promise<string[]> {
+    const used = [...new Set(methods)];
+    return this.mfa ? this.mfa.receipts.enforce(user, used, receipt) : used;
   }
 
   /**
@@ -261,12 +286,14 @@ export class TokenService {
   }
 
   /** The application_credential method: a project-scoped token with (at most) the credential's roles. */
-  private async authenticateApplicationCredential(request: TokenRequest & { method: 'application_credential' }): Promise<TokenContext> {
+  private async authenticateApplicationCredential(request: TokenRequest & { method: 'application_credential' }, receipt: string | undefined): Promise<TokenContext> {
     const credential = await this.applicationCredentials.authenticate(request.credential, request.secret);
     const user = await this.identity.findUser(credential.userId);
     if (!user || !user.enabled) throw new AuthenticationError();
     const userDomain = await this.resources.findAny(user.domainId);
     if (!userDomain?.enabled) throw new AuthenticationError();
+    // As in Keystone, the user's MFA rules apply to application credentials too (a receipt, naming no rule).
+    await this.enforceRules(user, ['application_credential'], receipt);
     if (!credential.projectId) throw new AuthenticationError();
     const scope = await this.projectScope(credential.projectId, () => new AuthenticationError());
     const roles = await this.credentialRoles(user.id, scope, credential);

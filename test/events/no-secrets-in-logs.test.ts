@@ -8,6 +8,7 @@ import { gatewayWorld } from '../helpers/gateway.ts';
 import { oauthlibAuthorization, type OAuthSigning } from '../helpers/oauth1-signer.ts';
 import { testRedis } from '../helpers/redis.ts';
 import { rawRequest } from '../helpers/upstream.ts';
+import { decodeBase32Secret, totpPasscode } from '../../src/token/totp.ts';
 
 // A full flow through both faces, logging everything down to trace; then every log line (and every
 // entry of the Redis audit stream) is searched for every password, secret, token and key used.
@@ -125,6 +126,21 @@ t.test('no password, secret or token ever appears in a log line or the audit str
     payload: JSON.stringify({ auth: { identity: { methods: ['oauth1'], oauth1: {} } } }),
   });
   t.equal(forged.statusCode, 401);
+
+  // MFA: a totp secret, passcodes (right and wrong), receipts (issued, used, another user's, garbage).
+  const mfa = (await call('POST', '/v3/users', { user: { name: 'mfa-secrets', password, options: { multi_factor_auth_rules: [['password', 'totp']] } } })).json().user;
+  const totpSecret = remember('JBSWY3DPEHPK3PXPJBSWY3DP');
+  t.equal((await call('POST', '/v3/credentials', { credential: { type: 'totp', blob: totpSecret, user_id: mfa.id } })).statusCode, 201);
+  const auth = (identity: unknown, receipt?: string) =>
+    request({ method: 'POST', url: '/v3/auth/tokens', headers: { 'content-type': 'application/json', ...(receipt ? { 'openstack-auth-receipt': receipt } : {}) }, payload: { auth: { identity } } });
+  const first = await auth({ methods: ['password'], password: { user: { id: mfa.id, password } } });
+  t.equal(first.statusCode, 401);
+  const receipt = remember(first.headers['openstack-auth-receipt'] as string);
+  const passcode = remember(totpPasscode(decodeBase32Secret(totpSecret)!, clock.now() / 1000));
+  t.equal((await auth({ methods: ['totp'], totp: { user: { id: mfa.id, passcode: remember('918273') } } }, receipt)).statusCode, 401);
+  t.equal((await auth({ methods: ['totp'], totp: { user: { id: mfa.id, passcode } } }, receipt)).statusCode, 201);
+  t.equal((await auth({ methods: ['password'], password: { user: { id: user.id, password: reset } } }, receipt)).statusCode, 401, "another user's receipt");
+  t.equal((await auth({ methods: ['password'], password: { user: { id: mfa.id, password } } }, remember('gAAAAABgarbage-receipt-secret'))).statusCode, 401);
 
   // The gateway: allowed, denied, with a service token, with a bad token.
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': scoped } })).status, 200);

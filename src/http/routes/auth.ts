@@ -23,6 +23,12 @@ const ValidateHeaders = Type.Object({
 });
 const RevokeHeaders = Type.Object({ 'x-subject-token': SubjectToken });
 
+/** Openstack-Auth-Receipt (an MFA receipt), when sent. */
+function receiptHeader(request: FastifyRequest): string | undefined {
+  const receipt = request.headers['openstack-auth-receipt'];
+  return typeof receipt === 'string' && receipt ? receipt : undefined;
+}
+
 function subjectToken(request: FastifyRequest): string {
   const subject = request.headers['x-subject-token'];
   if (typeof subject !== 'string' || subject.length === 0) throw new NotFoundError('No token in the request');
@@ -46,6 +52,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
         },
         initiator: auditInitiator(api, request, reply),
         withCatalog: request.query.nocatalog === undefined,
+        receipt: receiptHeader(request),
       });
       reply.code(201).header('X-Subject-Token', token.id);
       return { token: renderToken(token, catalog) };
