@@ -341,7 +341,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       },
     );
     const clientAddress = clientAddressResolver(config.trustedProxies);
-    const trusts = new TrustService(store, identity, resources, assignments, revocations, clock, accessEpoch);
+    const trusts = new TrustService(store, identity, resources, assignments, revocations, clock, { maxRedelegationCount: config.trustMaxRedelegationCount }, accessEpoch);
     const oauth1 = new OAuth1Service(store, resources, assignments, new SecretBox(pepper.pepper), clock, {
       requestToken: config.oauth1RequestTokenDuration,
       accessToken: config.oauth1AccessTokenDuration,

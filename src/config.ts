@@ -27,6 +27,8 @@ export interface Config {
   redisUrl: string | undefined;
   adminPassword: string | undefined;
   tokenExpiration: number;
+  /** TRUST_MAX_REDELEGATION_COUNT: Keystone's [trust] max_redelegation_count (the depth of a trust chain). */
+  trustMaxRedelegationCount: number;
   /** OAUTH1_REQUEST_TOKEN_DURATION: Keystone's [oauth1] request_token_duration, seconds (0: never expires). */
   oauth1RequestTokenDuration: number;
   /** OAUTH1_ACCESS_TOKEN_DURATION: Keystone's [oauth1] access_token_duration, seconds (0: never expires). */
@@ -315,6 +317,7 @@ export function loadConfig(env: Environment = process.env): Config {
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     adminPassword,
     tokenExpiration: integer(env, 'TOKEN_EXPIRATION', 3600, 60, 31_536_000),
+    trustMaxRedelegationCount: integer(env, 'TRUST_MAX_REDELEGATION_COUNT', 3, 0, 1000),
     oauth1RequestTokenDuration: integer(env, 'OAUTH1_REQUEST_TOKEN_DURATION', 28_800, 0, 31_536_000),
     oauth1AccessTokenDuration: integer(env, 'OAUTH1_ACCESS_TOKEN_DURATION', 86_400, 0, 315_360_000),
     receiptExpiration: integer(env, 'RECEIPT_EXPIRATION', 300, 1, 86_400),

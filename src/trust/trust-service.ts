@@ -10,8 +10,13 @@ import type { Store } from '../store/database.ts';
 import type { TrustRow } from '../store/entities.ts';
 import { TrustRepository } from './trust-repository.ts';
 
-/** Keystone's [trust] max_redelegation_count. */
+/** Keystone's [trust] max_redelegation_count default. */
 export const MAX_REDELEGATION_COUNT = 3;
+
+export interface TrustServiceOptions {
+  /** TRUST_MAX_REDELEGATION_COUNT: the depth a redelegatable chain starts with, and the most one may ask. */
+  maxRedelegationCount: number;
+}
 
 export interface Trust {
   id: string;
@@ -56,6 +61,7 @@ export class TrustService {
     private readonly assignments: AssignmentService,
     private readonly revocations: Revocations,
     private readonly clock: Clock,
+    private readonly options: TrustServiceOptions = { maxRedelegationCount: MAX_REDELEGATION_COUNT },
     /** Bumped when a trust's last use deletes it (its tokens die without a revocation event, as in Keystone). */
     private readonly accessEpoch?: AccessEpoch,
     private readonly repository = new TrustRepository(),
@@ -88,7 +94,7 @@ export class TrustService {
     if (!redelegatable) {
       redelegationCount = requestedCount = 0;
     } else {
-      if (requestedCount && requestedCount > MAX_REDELEGATION_COUNT) throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
+      if (requestedCount && requestedCount > this.options.maxRedelegationCount) throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
       if (remainingUses !== null) throw new ValidationError('remaining_uses must not be set if redelegation is allowed');
       redelegationCount = requestedCount;
     }
@@ -99,7 +105,7 @@ export class TrustService {
       redelegationCount ??= remainingCount;
       expiresAt = this.checkRedelegation(redelegated, { expiresAt, remainingUses, roles, impersonation: input.impersonation });
     }
-    redelegationCount ??= MAX_REDELEGATION_COUNT;
+    redelegationCount ??= this.options.maxRedelegationCount;
 
     const id = newId();
     const row: TrustRow = {
@@ -126,7 +132,7 @@ export class TrustService {
    */
   private checkRedelegation(parent: Trust, child: { expiresAt: Date | null; remainingUses: number | null; roles: Role[]; impersonation: boolean }): Date | null {
     const refuse = () => new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
-    if (!(parent.redelegationCount > 0 && parent.redelegationCount <= MAX_REDELEGATION_COUNT)) throw refuse();
+    if (!(parent.redelegationCount > 0 && parent.redelegationCount <= this.options.maxRedelegationCount)) throw refuse();
     if (child.remainingUses !== null) throw refuse();
     let expiresAt = child.expiresAt;
     if (expiresAt) {

@@ -2,7 +2,10 @@ import t from 'tap';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../src/support/errors.ts';
 import { TrustEntity, TrustRoleEntity } from '../../src/store/entities.ts';
 import { MAX_REDELEGATION_COUNT } from '../../src/trust/trust-service.ts';
+import { loadConfig } from '../../src/config.ts';
 import { startTestApp } from '../helpers/app.ts';
+
+const loadConfigForTest = (env: Record<string, string>) => loadConfig({ DATA_DIR: '/tmp/kg-config-check', ...env });
 
 async function world(t: Parameters<typeof startTestApp>[0]) {
   const test = await startTestApp(t);
@@ -89,4 +92,19 @@ t.test('list filters, delete writes a trust revocation event', async (t) => {
   await t.rejects(trusts.delete(a.id), NotFoundError);
   t.ok(app.revocations.isRevoked({ userId: trustee, roleIds: [], auditId: 'x', auditChainId: 'x', trustId: a.id, issuedAt: Date.now() - 10_000 }));
   t.notOk(app.revocations.isRevoked({ userId: trustee, roleIds: [], auditId: 'x', auditChainId: 'x', trustId: 'another', issuedAt: Date.now() - 10_000 }));
+});
+
+t.test('TRUST_MAX_REDELEGATION_COUNT: the depth a chain starts with and the most one may ask (Keystone [trust] max_redelegation_count)', async (t) => {
+  const test = await startTestApp(t, { TRUST_MAX_REDELEGATION_COUNT: '5' });
+  const { call } = test;
+  const project = (await call('POST', '/v3/projects', { project: { name: 'svc-deep' } })).json().project.id as string;
+  const trustor = (await call('POST', '/v3/users', { user: { name: 'deep-trustor', password: 'Pw-1' } })).json().user.id as string;
+  const trustee = (await call('POST', '/v3/users', { user: { name: 'deep-trustee', password: 'Pw-2' } })).json().user.id as string;
+  const roles: Record<string, string> = Object.fromEntries((await call('GET', '/v3/roles')).json().roles.map((r: { name: string; id: string }) => [r.name, r.id]));
+  await call('PUT', `/v3/projects/${project}/users/${trustor}/roles/${roles.member}`);
+  const base = { trustorUserId: trustor, trusteeUserId: trustee, projectId: project, impersonation: false, roles: [{ name: 'reader' }], allowRedelegation: true };
+  t.equal((await test.app.trusts.create(base)).redelegationCount, 5, 'a new chain starts at the setting');
+  t.equal((await test.app.trusts.create({ ...base, redelegationCount: 5 })).redelegationCount, 5, 'the setting itself may be asked');
+  await t.rejects(test.app.trusts.create({ ...base, redelegationCount: 6 }), ForbiddenError, 'more than the setting is refused');
+  t.throws(() => loadConfigForTest({ TRUST_MAX_REDELEGATION_COUNT: '-1' }), /TRUST_MAX_REDELEGATION_COUNT/);
 });
