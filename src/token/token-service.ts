@@ -235,9 +235,19 @@ export class TokenService {
    * takes one of the trust's uses (the last one deletes the trust, as in Keystone).
    */
   private async authenticateTrust(user: User, trustId: string, requestedMethods: string[], source: TokenContext | undefined): Promise<TokenContext> {
-    const now = this.clock.now();
     const trust = await this.trusts?.find(trustId);
-    if (!trust || (trust.expiresAt && trust.expiresAt.getTime() <= now) || !trust.projectId) throw new AuthenticationError();
+    if (!trust || (trust.expiresAt && trust.expiresAt.getTime() <= this.clock.now()) || !trust.projectId) throw new AuthenticationError();
+    return this.issueTrustScoped(user, trust, requestedMethods, source, { consumeUse: true });
+  }
+
+  /**
+   * The token of a trust whose trustee is `user`: checked as Keystone's token model checks it
+   * (trustor enabled, every delegated role still held), with the trust's roles only. A use is taken
+   * for an authentication (POST /v3/auth/tokens), not for an EC2 signature (as Keystone).
+   */
+  private async issueTrustScoped(user: User, trust: Trust, requestedMethods: string[], source: TokenContext | undefined, options: { consumeUse: boolean }): Promise<TokenContext> {
+    const now = this.clock.now();
+    if (!trust.projectId) throw new AuthenticationError();
     // Keystone's "User is not a trustee." and "Trustor is disabled.": hidden 403s.
     if (trust.trusteeUserId !== user.id) throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
     const trustor = await this.identity.findUser(trust.trustorUserId);
@@ -256,7 +266,7 @@ export class TokenService {
     const auditIds = chainId ? [newAuditId(), chainId] : [newAuditId()];
     await this.refuseRevokedOnIssue(trustRevocable(user, scope, roles, auditIds, issuedAt, trust));
     // A trust with limited uses: one taken now, atomically (none left, or gone meanwhile: refused).
-    if (trust.remainingUses !== null && !(await this.trusts!.consumeUse(trust.id))) throw new AuthenticationError();
+    if (options.consumeUse && trust.remainingUses !== null && !(await this.trusts!.consumeUse(trust.id))) throw new AuthenticationError();
     const id = await this.provider.issue(
       { userId: user.id, methods, expiresAt: expiresAt / 1000, auditIds, scope: { type: 'trust', projectId: scope.project.id, trustId: trust.id } },
       issuedAt / 1000,
@@ -370,13 +380,16 @@ export class TokenService {
   /**
    * A project-scoped token for a user whose credential was already checked (an EC2 or S3 signature),
    * with Keystone's marker method (`ec2credential`): the user and project must be enabled (401) and
-   * the user must hold a role on the project ("User not valid for project.", 401).
+   * the user must hold a role on the project ("User not valid for project.", 401). A credential made
+   * with a trust-scoped token carries the trust: its token is trust-scoped, with the trust's roles
+   * only, for the trustee (who, with impersonation, appears as the trustor), as in Keystone.
    */
-  async issueForCredential(userId: string, projectId: string, method: 'ec2credential'): Promise<TokenContext> {
+  async issueForCredential(userId: string, projectId: string, method: 'ec2credential', delegation: { trustId?: string | undefined } = {}): Promise<TokenContext> {
     const user = await this.identity.findUser(userId);
     if (!user || !user.enabled) throw new AuthenticationError();
     const userDomain = await this.resources.findAny(user.domainId);
     if (!userDomain?.enabled) throw new AuthenticationError();
+    if (delegation.trustId !== undefined) return this.issueForTrustCredential(user, projectId, method, delegation.trustId);
     const scope = await this.projectScope(projectId, () => new AuthenticationError());
     const roles = await this.rolesFor(user.id, scope);
     if (roles.length === 0) throw new AuthenticationError();
@@ -401,6 +414,22 @@ export class TokenService {
       issuedAt,
       expiresAt,
     };
+  }
+
+  /**
+   * Keystone's ec2tokens with a credential's trust_id: a gone or expired trust is its 404; the token
+   * goes to the trustee. The credential's user must be that trustee, or the trustor it impersonates
+   * (a trust written into a blob by hand delegates nothing to anyone else), and its project the trust's.
+   */
+  private async issueForTrustCredential(user: User, projectId: string, method: 'ec2credential', trustId: string): Promise<TokenContext> {
+    const trust = await this.trusts?.find(trustId);
+    if (!trust || (trust.expiresAt && trust.expiresAt.getTime() <= this.clock.now())) throw NotFoundError.of('trust', trustId);
+    const delegatedTo = user.id === trust.trusteeUserId || (trust.impersonation && user.id === trust.trustorUserId);
+    if (!delegatedTo) throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
+    if (trust.projectId !== projectId) throw new AuthenticationError();
+    const trustee = user.id === trust.trusteeUserId ? user : await this.identity.findUser(trust.trusteeUserId);
+    if (!trustee?.enabled) throw new AuthenticationError();
+    return this.issueTrustScoped(trustee, trust, [method], undefined, { consumeUse: false });
   }
 
   /** The credential's roles that the user still holds on the project (Keystone recomputes them). */

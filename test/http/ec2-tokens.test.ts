@@ -136,3 +136,70 @@ t.test('s3tokens: SigV4 (s3 scope) and HMAC-SHA1 v1 strings to sign from botocor
   t.equal((await call('POST', '/v3/s3tokens', { credentials: { access, signature: ec2Scoped.signature, token: Buffer.from(stringToSign).toString('base64url') } })).statusCode, 401);
   t.equal((await call('POST', '/v3/s3tokens', { credentials: { access, signature: 'x' } })).statusCode, 401, 'no token: 401, never a 500');
 });
+
+t.test('ec2tokens: a credential made with a trust-scoped token gives a trust-scoped token with the trust\'s roles only', async (t) => {
+  const test = await startTestApp(t);
+  const { call, login, clock } = test;
+  const roles: Record<string, string> = Object.fromEntries((await call('GET', '/v3/roles')).json().roles.map((r: { name: string; id: string }) => [r.name, r.id]));
+  const project = (await call('POST', '/v3/projects', { project: { name: 'ec2-trusted' } })).json().project.id as string;
+  const other = (await call('POST', '/v3/projects', { project: { name: 'ec2-other' } })).json().project.id as string;
+  const trustor = (await call('POST', '/v3/users', { user: { name: 'ec2-trustor', password: 'Pw-1' } })).json().user.id as string;
+  const trustee = (await call('POST', '/v3/users', { user: { name: 'ec2-trustee', password: 'Pw-2' } })).json().user.id as string;
+  // The trustor holds admin on the project; the trust delegates reader only.
+  await call('PUT', `/v3/projects/${project}/users/${trustor}/roles/${roles.admin}`);
+  await call('PUT', `/v3/projects/${other}/users/${trustor}/roles/${roles.member}`);
+  const trustorToken = (await login({ id: trustor }, 'Pw-1', { project: { id: project } })).token;
+  const trustScoped = async (impersonation: boolean) => {
+    const trust = (await call('POST', '/v3/OS-TRUST/trusts', { trust: { trustor_user_id: trustor, trustee_user_id: trustee, project_id: project, impersonation, roles: [{ name: 'reader' }] } }, trustorToken)).json().trust;
+    const token = (await login({ id: trustee }, 'Pw-2', { 'OS-TRUST:trust': { id: trust.id } })).token;
+    return { trustId: trust.id as string, token };
+  };
+
+  for (const impersonation of [true, false]) {
+    const { trustId, token } = await trustScoped(impersonation);
+    // The token's user: the trustor when the trust impersonates, else the trustee.
+    const owner = impersonation ? trustor : trustee;
+    const created = await call('POST', `/v3/users/${owner}/credentials/OS-EC2`, { tenant_id: project }, token);
+    t.equal(created.statusCode, 201, `impersonation ${impersonation}: the trust's token makes an EC2 credential`);
+    const credential = created.json().credential;
+    t.equal(credential.trust_id, trustId, 'the credential carries the trust (Keystone stamps the token\'s trust_id)');
+
+    const answer = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', credential.access, credential.secret, clock.now()) });
+    t.equal(answer.statusCode, 200);
+    const body = answer.json().token;
+    t.same(body.methods, ['ec2credential']);
+    t.same(body['OS-TRUST:trust'], { id: trustId, trustor_user: { id: trustor }, trustee_user: { id: trustee }, impersonation });
+    t.equal(body.user.id, owner);
+    t.equal(body.project.id, project);
+    t.same(body.roles.map((role: { name: string }) => role.name), ['reader'], "the trust's roles, never the trustor's admin");
+    const validated = await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': String(answer.headers['x-subject-token']) });
+    t.equal(validated.statusCode, 200);
+    t.same(validated.json().token.roles.map((role: { name: string }) => role.name), ['reader']);
+    t.equal(validated.json().token['OS-TRUST:trust'].id, trustId);
+
+    // A delegated token makes credentials for its own project only (Keystone's later security fix).
+    const elsewhere = await call('POST', `/v3/users/${owner}/credentials/OS-EC2`, { tenant_id: other }, token);
+    t.equal(elsewhere.statusCode, 403);
+    t.match(elsewhere.json().error.message, /EC2 credential project does not match the project scope of the delegated token/);
+
+    // Deleting the trust: the credential gives no token any more (Keystone: the trust's 404).
+    t.equal((await call('DELETE', `/v3/OS-TRUST/trusts/${trustId}`)).statusCode, 204);
+    const gone = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', credential.access, credential.secret, clock.now()) });
+    t.equal(gone.statusCode, 404);
+    t.equal(gone.json().error.message, `Could not find trust: ${trustId}.`);
+  }
+
+  // /v3/credentials stamps the trust the same way.
+  const { trustId, token } = await trustScoped(false);
+  const viaApi = await call('POST', '/v3/credentials', { credential: { type: 'ec2', user_id: trustee, project_id: project, blob: JSON.stringify({ access: 'api-access', secret: 'api-secret' }) } }, token);
+  t.equal(viaApi.statusCode, 201);
+  t.same(JSON.parse(viaApi.json().credential.blob), { access: 'api-access', secret: 'api-secret', trust_id: trustId });
+  const apiToken = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', 'api-access', 'api-secret', clock.now()) });
+  t.equal(apiToken.statusCode, 200);
+  t.same(apiToken.json().token.roles.map((role: { name: string }) => role.name), ['reader']);
+
+  // A trust written into a blob by hand delegates nothing to someone who is not its trustee.
+  await call('POST', '/v3/credentials', { credential: { type: 'ec2', user_id: trustor, project_id: project, blob: JSON.stringify({ access: 'forged', secret: 'forged-secret', trust_id: trustId }) } }, trustorToken);
+  const forged = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', 'forged', 'forged-secret', clock.now()) });
+  t.equal(forged.statusCode, 403, "the credential's user is neither the trustee nor the impersonated trustor");
+});
