@@ -51,20 +51,11 @@ export function ec2CredentialId(access: string): string {
   return createHash('sha256').update(access, 'utf8').digest('hex');
 }
 
-/** Python's json.dumps (", " and ": " separators), as Keystone writes an ec2 blob. */
-function pythonJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(pythonJson).join(', ')}]`;
-  if (value && typeof value === 'object') {
-    return `{${Object.entries(value)
-      .map(([key, each]) => `${JSON.stringify(key)}: ${pythonJson(each)}`)
-      .join(', ')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
-
-/** The delegation of the token that makes a credential (Keystone stamps it into an ec2 blob). */
-export interface CredentialDelegation {
-  trustId?: string | undefined;
+/** Python's json.dumps of a flat object (", " and ": " separators), as Keystone writes an OS-EC2 blob. */
+function pythonJson(value: Record<string, unknown>): string {
+  return `{${Object.entries(value)
+    .map(([key, each]) => `${JSON.stringify(key)}: ${JSON.stringify(each)}`)
+    .join(', ')}}`;
 }
 
 export interface CredentialServiceOptions {
@@ -120,14 +111,8 @@ export class CredentialService {
    * access key. Any other type gets a random id. Nothing checks that the user or project exists
    * (neither does Keystone).
    */
-  async create(input: CredentialInput, delegation: CredentialDelegation = {}): Promise<Credential> {
-    let id = newId();
-    if (input.type.toLowerCase() === EC2) {
-      const { access, object } = ec2Blob(input.blob);
-      id = ec2CredentialId(access);
-      // Keystone's _assign_unique_id: an ec2 credential made with a trust-scoped token carries the trust.
-      if (delegation.trustId !== undefined) input = { ...input, blob: pythonJson({ ...object, trust_id: delegation.trustId }) };
-    }
+  async create(input: CredentialInput): Promise<Credential> {
+    const id = input.type.toLowerCase() === EC2 ? ec2CredentialId(ec2Blob(input.blob).access) : newId();
     const { encryptedBlob, keyHash } = this.encryption.encrypt(input.blob);
     const row: CredentialRow = { id, userId: input.userId, projectId: input.projectId ?? null, type: input.type, encryptedBlob, keyHash, extra: input.extra ?? {} };
     try {
@@ -172,14 +157,11 @@ export class CredentialService {
 
   // ---- OS-EC2 ------------------------------------------------------------------------------
 
-  /**
-   * POST /v3/users/{user_id}/credentials/OS-EC2: a new access and secret for the user on the project.
-   * Made with a trust-scoped token, it carries that trust (ec2tokens then issues a trust-scoped token).
-   */
-  async createEc2(userId: string, projectId: string | undefined, delegation: CredentialDelegation = {}): Promise<Ec2Credential> {
+  /** POST /v3/users/{user_id}/credentials/OS-EC2: a new access and secret for the user on the project. */
+  async createEc2(userId: string, projectId: string | undefined): Promise<Ec2Credential> {
     await this.identity.getUser(userId);
     await this.resources.getProject(projectId ?? 'None');
-    const blob = { access: randomUUID().replaceAll('-', ''), secret: randomUUID().replaceAll('-', ''), trust_id: delegation.trustId ?? null };
+    const blob = { access: randomUUID().replaceAll('-', ''), secret: randomUUID().replaceAll('-', ''), trust_id: null };
     const credential = await this.create({ type: EC2, blob: pythonJson(blob), userId, projectId });
     return ec2View(credential);
   }
@@ -243,6 +225,8 @@ export class CredentialService {
       if (Number.isNaN(timestamp)) throw refuse('Credential timestamp is invalid');
       if (this.clock.now() > timestamp + this.options.authTtlMinutes * 60_000) throw refuse('Credential is expired');
     }
+    // A credential that names a trust (Keystone once stamped the trust of the token that made it)
+    // gives a trust-scoped token with the trust's roles only.
     const trustId = typeof blob.trust_id === 'string' && blob.trust_id !== '' ? blob.trust_id : undefined;
     return this.tokens.issueForCredential(user.id, credential.projectId, 'ec2credential', { trustId });
   }

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
-import { AuthenticationError, NotFoundError, ServiceError, ValidationError } from '../support/errors.ts';
+import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../support/errors.ts';
+import { isEc2CredentialToken } from '../token/delegation.ts';
 import { registerAuditHooks } from './audit.ts';
 import type { App, IdentityApi } from './context.ts';
 import { handleError, NOT_JSON, sendError } from './errors.ts';
@@ -172,6 +173,8 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
       if (error instanceof ServiceError && error.kind !== 'unavailable') return sendError(request, reply, 401, AuthenticationError.GENERIC);
       throw error;
     }
+    // Keystone: "EC2 credential tokens cannot be used for authorization" (its generic 403).
+    if (isEc2CredentialToken(request.auth)) return sendError(request, reply, 403, ForbiddenError.NOT_AUTHORIZED);
     continueIfExpected(request.raw, reply.raw);
   });
 

@@ -15,6 +15,7 @@ import { newAuditId, type TokenPayload } from './fernet-payload.ts';
 import { AUTH_METHODS } from './fernet-provider.ts';
 import type { AccessToken, OAuth1Service } from '../oauth1/oauth1-service.ts';
 import type { TokenProvider } from './token-provider.ts';
+import { isDelegatedMethod } from './delegation.ts';
 import type { Trust, TrustService } from '../trust/trust-service.ts';
 import type { DomainReference, ScopeRequest, TokenRequest } from './token-request.ts';
 import type { TotpAuthenticator } from './totp.ts';
@@ -151,18 +152,17 @@ export class TokenService {
     let source: TokenContext | undefined;
     if (request.token) {
       source = await this.validate(request.token.id);
-      if (source.trust) {
-        throw ForbiddenError.action('Using trust-scoped token to create another token. Create a new trust-scoped token instead');
-      }
-      if (source.applicationCredential) {
-        throw ForbiddenError.action('Using an application credential token to create another token is not allowed');
-      }
+      // Keystone's token plugin, in its order: a delegated token never makes another token.
       if (source.oauth1) {
         throw ForbiddenError.action('Using OAuth-scoped token to create another token. Create a new OAuth-scoped token instead');
+      }
+      if (source.trust) {
+        throw ForbiddenError.action('Using trust-scoped token to create another token. Create a new trust-scoped token instead');
       }
       if (source.scope.type === 'system' && (scopeRequest.type === 'project' || scopeRequest.type === 'domain')) {
         throw ForbiddenError.action('Using a system-scoped token to create a project-scoped or domain-scoped token is not allowed');
       }
+      if (isDelegatedMethod(source)) throw ForbiddenError.action('Using a delegated token to create another token is not allowed.');
       const sourceUser = await this.identity.findUser(source.user.id);
       if (!sourceUser) throw NotFoundError.tokenNotValidated();
       user = sourceUser;

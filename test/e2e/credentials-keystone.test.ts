@@ -112,6 +112,32 @@ async function scenario(base: string, adminPassword: string, linkBase = base): P
     await ask('s3tokens v1', 'POST', '/v3/s3tokens', { credentials: sign('s3-v1', osAccess, osSecret) }, tokenShape);
     await ask('s3tokens bad signature', 'POST', '/v3/s3tokens', { credentials: { ...sign('s3-v1', osAccess, osSecret), signature: 'AAAA' } });
 
+    // A trust-scoped token's EC2 credential carries the trust; ec2tokens gives the trust's roles only.
+    const trustee = (await api('POST', '/v3/users', { user: { name: `${prefix}-trustee`, password: 'Trustee-1', domain_id: 'default' } })).body.user.id as string;
+    labels.set(trustee, '<trustee>');
+    try {
+      const trust = (await api('POST', '/v3/OS-TRUST/trusts', { trust: { trustor_user_id: me.user.id, trustee_user_id: trustee, project_id: me.project.id, impersonation: false, roles: [{ name: 'reader' }] } })).body.trust.id as string;
+      labels.set(trust, '<trust>');
+      const trustLogin = await call(`${base}/v3/auth/tokens`, { method: 'POST', body: passwordAuth({ id: trustee }, 'Trustee-1', { 'OS-TRUST:trust': { id: trust } }) });
+      const viaTrust = await call(`${base}/v3/users/${trustee}/credentials/OS-EC2`, { method: 'POST', token: trustLogin.token, body: { tenant_id: me.project.id } });
+      seen['os-ec2 create with a trust-scoped token'] = { status: viaTrust.status, said: viaTrust.body?.error ? plain(viaTrust.body.error.message) : 'created' };
+      // A credential that names the trust (as Keystone once stamped them), written by the admin.
+      const trustAccess = `${prefix}-trusted`;
+      const trustSecret = 'trusted-secret';
+      await ask('create ec2 naming a trust', 'POST', '/v3/credentials', { credential: { type: 'ec2', user_id: trustee, project_id: me.project.id, blob: JSON.stringify({ access: trustAccess, secret: trustSecret, trust_id: trust }) } }, (body) => plain(JSON.parse(body.credential.blob)));
+      await ask('ec2tokens of a trust credential', 'POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', trustAccess, trustSecret) }, (body) => [
+        body.token.methods,
+        plain(body.token.user.id),
+        plain(body.token.project.id),
+        plain(body.token['OS-TRUST:trust']),
+        body.token.roles.map((role: { name: string }) => role.name).sort(),
+      ]);
+      await api('DELETE', `/v3/OS-TRUST/trusts/${trust}`);
+      await ask('ec2tokens after the trust is deleted', 'POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', trustAccess, trustSecret) });
+    } finally {
+      await api('DELETE', `/v3/users/${trustee}`);
+    }
+
     await ask('os-ec2 delete', 'DELETE', `${os}/${osAccess}`);
     await ask('os-ec2 delete again', 'DELETE', `${os}/${osAccess}`);
     await ask('delete cert', 'DELETE', `/v3/credentials/${certId}`);
@@ -363,6 +389,45 @@ const KEYSTONE: Record<string, Seen> = {
   "s3tokens bad signature": {
     "status": 401,
     "said": "The request you have made requires authentication."
+  },
+  "os-ec2 create with a trust-scoped token": {
+    "status": 403,
+    "said": "You are not authorized to perform the requested action: Delegated tokens cannot access credentials directly."
+  },
+  "create ec2 naming a trust": {
+    "status": 201,
+    "said": {
+      "access": "~-trusted",
+      "secret": "trusted-secret",
+      "trust_id": "<trust>"
+    }
+  },
+  "ec2tokens of a trust credential": {
+    "status": 200,
+    "said": [
+      [
+        "ec2credential"
+      ],
+      "<trustee>",
+      "<project>",
+      {
+        "id": "<trust>",
+        "trustor_user": {
+          "id": "<admin>"
+        },
+        "trustee_user": {
+          "id": "<trustee>"
+        },
+        "impersonation": false
+      },
+      [
+        "reader"
+      ]
+    ]
+  },
+  "ec2tokens after the trust is deleted": {
+    "status": 404,
+    "said": "Could not find trust: <trust>."
   },
   "os-ec2 delete": {
     "status": 204,

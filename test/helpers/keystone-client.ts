@@ -16,6 +16,8 @@ export interface CallOptions {
   body?: unknown;
   /** Give up (status 0) after this long; a test must never hang on a request. */
   timeoutMs?: number;
+  /** More request headers. */
+  headers?: Record<string, string>;
 }
 
 /** One request; a connection failure or timeout is status 0, never a throw. */
@@ -24,6 +26,7 @@ export async function call(url: string, options: CallOptions = {}): Promise<Answ
   if (options.body !== undefined) headers['content-type'] = 'application/json';
   if (options.token) headers['x-auth-token'] = options.token;
   if (options.subject) headers['x-subject-token'] = options.subject;
+  Object.assign(headers, options.headers);
   const started = Date.now();
   try {
     const response = await fetch(url, {

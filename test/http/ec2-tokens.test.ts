@@ -137,35 +137,35 @@ t.test('s3tokens: SigV4 (s3 scope) and HMAC-SHA1 v1 strings to sign from botocor
   t.equal((await call('POST', '/v3/s3tokens', { credentials: { access, signature: 'x' } })).statusCode, 401, 'no token: 401, never a 500');
 });
 
-t.test('ec2tokens: a credential made with a trust-scoped token gives a trust-scoped token with the trust\'s roles only', async (t) => {
+t.test('ec2tokens: a credential that names a trust gives a trust-scoped token with the trust\'s roles only', async (t) => {
   const test = await startTestApp(t);
   const { call, login, clock } = test;
   const roles: Record<string, string> = Object.fromEntries((await call('GET', '/v3/roles')).json().roles.map((r: { name: string; id: string }) => [r.name, r.id]));
   const project = (await call('POST', '/v3/projects', { project: { name: 'ec2-trusted' } })).json().project.id as string;
-  const other = (await call('POST', '/v3/projects', { project: { name: 'ec2-other' } })).json().project.id as string;
   const trustor = (await call('POST', '/v3/users', { user: { name: 'ec2-trustor', password: 'Pw-1' } })).json().user.id as string;
   const trustee = (await call('POST', '/v3/users', { user: { name: 'ec2-trustee', password: 'Pw-2' } })).json().user.id as string;
+  const stranger = (await call('POST', '/v3/users', { user: { name: 'ec2-stranger', password: 'Pw-3' } })).json().user.id as string;
   // The trustor holds admin on the project; the trust delegates reader only.
   await call('PUT', `/v3/projects/${project}/users/${trustor}/roles/${roles.admin}`);
-  await call('PUT', `/v3/projects/${other}/users/${trustor}/roles/${roles.member}`);
+  await call('PUT', `/v3/projects/${project}/users/${stranger}/roles/${roles.member}`);
   const trustorToken = (await login({ id: trustor }, 'Pw-1', { project: { id: project } })).token;
-  const trustScoped = async (impersonation: boolean) => {
-    const trust = (await call('POST', '/v3/OS-TRUST/trusts', { trust: { trustor_user_id: trustor, trustee_user_id: trustee, project_id: project, impersonation, roles: [{ name: 'reader' }] } }, trustorToken)).json().trust;
-    const token = (await login({ id: trustee }, 'Pw-2', { 'OS-TRUST:trust': { id: trust.id } })).token;
-    return { trustId: trust.id as string, token };
+  const makeTrust = async (impersonation: boolean) =>
+    (await call('POST', '/v3/OS-TRUST/trusts', { trust: { trustor_user_id: trustor, trustee_user_id: trustee, project_id: project, impersonation, roles: [{ name: 'reader' }] } }, trustorToken)).json().trust.id as string;
+  // Keystone once stamped the trust of the token that made an ec2 credential; such credentials (or
+  // ones written so by an admin) are honoured. A trust-scoped token itself may not make any.
+  const credentialNaming = async (owner: string, trustId: string, access: string) => {
+    const made = await call('POST', '/v3/credentials', { credential: { type: 'ec2', user_id: owner, project_id: project, blob: JSON.stringify({ access, secret: `${access}-secret`, trust_id: trustId }) } });
+    t.equal(made.statusCode, 201);
+    return (at: number) => sign('ec2-v4', access, `${access}-secret`, at);
   };
 
   for (const impersonation of [true, false]) {
-    const { trustId, token } = await trustScoped(impersonation);
-    // The token's user: the trustor when the trust impersonates, else the trustee.
+    const trustId = await makeTrust(impersonation);
+    // The trust's token shows the trustor when it impersonates: the credential may be the trustor's then.
     const owner = impersonation ? trustor : trustee;
-    const created = await call('POST', `/v3/users/${owner}/credentials/OS-EC2`, { tenant_id: project }, token);
-    t.equal(created.statusCode, 201, `impersonation ${impersonation}: the trust's token makes an EC2 credential`);
-    const credential = created.json().credential;
-    t.equal(credential.trust_id, trustId, 'the credential carries the trust (Keystone stamps the token\'s trust_id)');
-
-    const answer = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', credential.access, credential.secret, clock.now()) });
-    t.equal(answer.statusCode, 200);
+    const signed = await credentialNaming(owner, trustId, `trusted-${impersonation}`);
+    const answer = await call('POST', '/v3/ec2tokens', { credentials: signed(clock.now()) });
+    t.equal(answer.statusCode, 200, `impersonation ${impersonation}`);
     const body = answer.json().token;
     t.same(body.methods, ['ec2credential']);
     t.same(body['OS-TRUST:trust'], { id: trustId, trustor_user: { id: trustor }, trustee_user: { id: trustee }, impersonation });
@@ -177,29 +177,39 @@ t.test('ec2tokens: a credential made with a trust-scoped token gives a trust-sco
     t.same(validated.json().token.roles.map((role: { name: string }) => role.name), ['reader']);
     t.equal(validated.json().token['OS-TRUST:trust'].id, trustId);
 
-    // A delegated token makes credentials for its own project only (Keystone's later security fix).
-    const elsewhere = await call('POST', `/v3/users/${owner}/credentials/OS-EC2`, { tenant_id: other }, token);
-    t.equal(elsewhere.statusCode, 403);
-    t.match(elsewhere.json().error.message, /EC2 credential project does not match the project scope of the delegated token/);
-
     // Deleting the trust: the credential gives no token any more (Keystone: the trust's 404).
     t.equal((await call('DELETE', `/v3/OS-TRUST/trusts/${trustId}`)).statusCode, 204);
-    const gone = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', credential.access, credential.secret, clock.now()) });
+    const gone = await call('POST', '/v3/ec2tokens', { credentials: signed(clock.now()) });
     t.equal(gone.statusCode, 404);
     t.equal(gone.json().error.message, `Could not find trust: ${trustId}.`);
   }
 
-  // /v3/credentials stamps the trust the same way.
-  const { trustId, token } = await trustScoped(false);
-  const viaApi = await call('POST', '/v3/credentials', { credential: { type: 'ec2', user_id: trustee, project_id: project, blob: JSON.stringify({ access: 'api-access', secret: 'api-secret' }) } }, token);
-  t.equal(viaApi.statusCode, 201);
-  t.same(JSON.parse(viaApi.json().credential.blob), { access: 'api-access', secret: 'api-secret', trust_id: trustId });
-  const apiToken = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', 'api-access', 'api-secret', clock.now()) });
-  t.equal(apiToken.statusCode, 200);
-  t.same(apiToken.json().token.roles.map((role: { name: string }) => role.name), ['reader']);
+  // A trust named in the blob of someone who is not its trustee (nor the trustor it impersonates) delegates nothing.
+  const trustId = await makeTrust(false);
+  const forged = await credentialNaming(stranger, trustId, 'forged');
+  const refused = await call('POST', '/v3/ec2tokens', { credentials: forged(clock.now()) });
+  t.equal(refused.statusCode, 403);
+  const trustorsOwn = await credentialNaming(trustor, trustId, 'not-impersonated');
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: trustorsOwn(clock.now()) })).statusCode, 403, 'the trustor, when the trust does not impersonate');
 
-  // A trust written into a blob by hand delegates nothing to someone who is not its trustee.
-  await call('POST', '/v3/credentials', { credential: { type: 'ec2', user_id: trustor, project_id: project, blob: JSON.stringify({ access: 'forged', secret: 'forged-secret', trust_id: trustId }) } }, trustorToken);
-  const forged = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', 'forged', 'forged-secret', clock.now()) });
-  t.equal(forged.statusCode, 403, "the credential's user is neither the trustee nor the impersonated trustor");
+  // The trust's own token makes no credential (Keystone's security fix: a delegation never mints one).
+  const trustToken = (await login({ id: trustee }, 'Pw-2', { 'OS-TRUST:trust': { id: trustId } })).token;
+  const minted = await call('POST', `/v3/users/${trustee}/credentials/OS-EC2`, { tenant_id: project }, trustToken);
+  t.equal(minted.statusCode, 403);
+  t.equal(minted.json().error.message, 'You are not authorized to perform the requested action: Delegated tokens cannot access credentials directly.');
+});
+
+t.test('an EC2 signature\'s token is refused by the identity API (Keystone: "EC2 credential tokens cannot be used for authorization")', async (t) => {
+  const { call, clock, access, secret, userId, projectId } = await setup(t);
+  const issued = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) });
+  const token = String(issued.headers['x-subject-token']);
+  for (const [method, url] of [['GET', `/v3/users/${userId}`], ['GET', '/v3/auth/catalog'], ['GET', `/v3/projects/${projectId}`]] as const) {
+    const answer = await call(method, url, undefined, token);
+    t.equal(answer.statusCode, 403, `${method} ${url}`);
+    t.same(answer.json(), { error: { code: 403, title: 'Forbidden', message: 'You are not authorized to perform the requested action.' } });
+  }
+  const rescoped = await call('POST', '/v3/auth/tokens', { auth: { identity: { methods: ['token'], token: { id: token } }, scope: { project: { id: projectId } } } }, null);
+  t.equal(rescoped.statusCode, 403, 'nor exchanged for another token');
+  t.equal(rescoped.json().error.message, 'You are not authorized to perform the requested action: Using a delegated token to create another token is not allowed..');
+  t.equal((await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': token })).statusCode, 200, 'it still validates (for the services it was made for)');
 });

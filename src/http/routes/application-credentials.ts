@@ -1,5 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import { ValidationError } from '../../support/errors.ts';
+import { ForbiddenError, ValidationError } from '../../support/errors.ts';
+import { isDelegated } from '../../token/delegation.ts';
+import type { TokenContext } from '../../token/token-service.ts';
 import type { AccessRule, ApplicationCredential } from '../../identity/application-credential-service.ts';
 import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks, selfLink } from '../links.ts';
@@ -37,6 +39,16 @@ function renderCredential(request: FastifyRequest, credential: ApplicationCreden
   };
 }
 
+/**
+ * Keystone refuses a trust's, an OAuth1 token's or an EC2 signature's token any application
+ * credential or access rule (one made from them would outlive the delegation and leave its audit
+ * chain); an application credential's own token is judged by the service (restricted or not).
+ */
+function refuseDelegated(auth: TokenContext): void {
+  if (auth.applicationCredential) return;
+  if (isDelegated(auth)) throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
+}
+
 /** /v3/users/{user_id}/application_credentials and /access_rules. */
 export function registerApplicationCredentialRoutes(app: App, api: IdentityApi): void {
   app.post(
@@ -44,6 +56,7 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     { schema: { params: UserParams, body: ApplicationCredentialCreate, response: { 201: one('application_credential', ApplicationCredentialEntity) } } },
     async (request, reply) => {
       const auth = authorize(api, request, 'identity:create_application_credential', { user: { id: request.params.user_id } });
+      refuseDelegated(auth);
       const body = request.body.application_credential;
       let expiresAt: MicrosecondTime | null | undefined;
       if (typeof body.expires_at === 'string') {
@@ -79,7 +92,7 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     '/v3/users/:user_id/application_credentials',
     { schema: { params: UserParams, querystring: CredentialListQuery, response: { 200: many('application_credentials', ApplicationCredentialEntity) } } },
     async (request) => {
-      authorize(api, request, 'identity:list_application_credentials', { user: { id: request.params.user_id } });
+      refuseDelegated(authorize(api, request, 'identity:list_application_credentials', { user: { id: request.params.user_id } }));
       const credentials = await api.applicationCredentials.list(request.params.user_id, stringParameter(request.query.name));
       return { application_credentials: credentials.map((credential) => renderCredential(request, credential)), links: collectionLinks(request) };
     },
@@ -89,7 +102,7 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     '/v3/users/:user_id/application_credentials/:application_credential_id',
     { schema: { params: CredentialParams, response: { 200: one('application_credential', ApplicationCredentialEntity) } } },
     async (request) => {
-      authorize(api, request, 'identity:get_application_credential', { user: { id: request.params.user_id } });
+      refuseDelegated(authorize(api, request, 'identity:get_application_credential', { user: { id: request.params.user_id } }));
       const credential = await api.applicationCredentials.get(request.params.user_id, request.params.application_credential_id);
       return { application_credential: renderCredential(request, credential) };
     },
@@ -97,6 +110,7 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
 
   app.delete('/v3/users/:user_id/application_credentials/:application_credential_id', { schema: { params: CredentialParams } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:delete_application_credential', { user: { id: request.params.user_id } });
+    refuseDelegated(auth);
     await api.applicationCredentials.delete(request.params.user_id, request.params.application_credential_id, {
       viaApplicationCredential: auth.applicationCredential,
     });
@@ -107,7 +121,7 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     '/v3/users/:user_id/access_rules',
     { schema: { params: UserParams, querystring: AccessRuleListQuery, response: { 200: many('access_rules', AccessRuleEntity) } } },
     async (request) => {
-      authorize(api, request, 'identity:list_access_rules', { user: { id: request.params.user_id } });
+      refuseDelegated(authorize(api, request, 'identity:list_access_rules', { user: { id: request.params.user_id } }));
       const filter: { service?: string; path?: string; method?: string } = {};
       for (const name of ['service', 'path', 'method'] as const) {
         const value = stringParameter(request.query[name]);
@@ -119,12 +133,12 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
   );
 
   app.get('/v3/users/:user_id/access_rules/:access_rule_id', { schema: { params: RuleParams, response: { 200: one('access_rule', AccessRuleEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:get_access_rule', { user: { id: request.params.user_id } });
+    refuseDelegated(authorize(api, request, 'identity:get_access_rule', { user: { id: request.params.user_id } }));
     return { access_rule: renderAccessRule(request, await api.applicationCredentials.getAccessRule(request.params.user_id, request.params.access_rule_id)) };
   });
 
   app.delete('/v3/users/:user_id/access_rules/:access_rule_id', { schema: { params: RuleParams } }, async (request, reply) => {
-    authorize(api, request, 'identity:delete_access_rule', { user: { id: request.params.user_id } });
+    refuseDelegated(authorize(api, request, 'identity:delete_access_rule', { user: { id: request.params.user_id } }));
     await api.applicationCredentials.deleteAccessRule(request.params.user_id, request.params.access_rule_id);
     return noContent(reply);
   });

@@ -1,5 +1,6 @@
-import type { Credential, CredentialDelegation } from '../../credential/credential-service.ts';
+import type { Credential } from '../../credential/credential-service.ts';
 import { ForbiddenError, ValidationError } from '../../support/errors.ts';
+import { isDelegated } from '../../token/delegation.ts';
 import type { TokenContext } from '../../token/token-service.ts';
 import { pythonRepr } from '../errors.ts';
 import { authorize, caller, extraAttributes, noContent, type App, type IdentityApi, type Request } from '../context.ts';
@@ -27,37 +28,13 @@ const Ec2Params = params('user_id', 'credential_id');
 // Not extra attributes: the columns, and what Keystone sets itself.
 const CREDENTIAL_FIELDS = ['id', 'user_id', 'project_id', 'type', 'blob', 'links'] as const;
 
-/** The methods of a token that a person obtained directly (Keystone's primary auth methods). */
-const PRIMARY_METHODS = new Set(['external', 'kerberos', 'mapped', 'openid', 'password', 'saml2', 'token', 'totp', 'x509']);
-
 /**
- * Keystone refuses delegated tokens (an application credential's, an EC2 signature's, OAuth1's)
- * any access to credentials: they could otherwise mint credentials that outlive the delegation.
+ * Keystone refuses delegated tokens (a trust's, an application credential's, an EC2 signature's,
+ * OAuth1's) any access to credentials: they could otherwise mint credentials that outlive the
+ * delegation (its security fixes of 2026, which Debian's Keystone 22 carries).
  */
 function requirePrimaryAuth(auth: TokenContext): void {
-  if (auth.methods.length === 0 || auth.methods.some((method) => !PRIMARY_METHODS.has(method))) {
-    throw ForbiddenError.action('Delegated tokens cannot access credentials directly');
-  }
-}
-
-/**
- * A trust-scoped token reaches only credentials of its own project (Keystone's later security fix:
- * a delegation is bound to one project, so are the credentials it may mint, read or change).
- */
-function inDelegatedProject(auth: TokenContext, projectId: string | null | undefined): boolean {
-  if (!auth.trust) return true;
-  return auth.scope.type === 'project' && (projectId ?? undefined) === auth.scope.project.id;
-}
-
-function requireDelegatedProject(auth: TokenContext, projectId: string | null | undefined, message: string): void {
-  if (!inDelegatedProject(auth, projectId)) throw ForbiddenError.action(message);
-}
-const CREDENTIAL_PROJECT_MISMATCH = 'Credential project does not match the project scope of the delegated token';
-const EC2_PROJECT_MISMATCH = 'EC2 credential project does not match the project scope of the delegated token';
-
-/** The delegation a new credential carries. */
-function delegationOf(auth: TokenContext): CredentialDelegation {
-  return auth.trust ? { trustId: auth.trust.id } : {};
+  if (isDelegated(auth)) throw ForbiddenError.action('Delegated tokens cannot access credentials directly');
 }
 
 /**
@@ -98,7 +75,8 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
     authorize(api, request, 'identity:list_credentials', auth.scope.type === 'system' ? {} : { credential: { userId: auth.user.id } });
     const credentials = await api.credentials.list({ userId: stringMatches(request.query, 'user_id'), type: stringMatches(request.query, 'type') });
     return {
-      credentials: credentials.filter((credential) => mayRead(api, auth, credential) && inDelegatedProject(auth, credential.projectId)).map((credential) => renderCredential(request, credential)),
+      // Keystone drops every credential from a delegated token's list (as it refuses them one by one).
+      credentials: credentials.filter((credential) => !isDelegated(auth) && mayRead(api, auth, credential)).map((credential) => renderCredential(request, credential)),
       links: collectionLinks(request),
     };
   });
@@ -108,8 +86,7 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
     const auth = authorize(api, request, 'identity:create_credential', typeof body.user_id === 'string' ? { credential: { userId: body.user_id } } : {});
     const input = checkCreate(body);
     requirePrimaryAuth(auth);
-    requireDelegatedProject(auth, input.projectId, CREDENTIAL_PROJECT_MISMATCH);
-    const credential = await api.credentials.create({ ...input, extra: extraAttributes(body, CREDENTIAL_FIELDS) }, delegationOf(auth));
+    const credential = await api.credentials.create({ ...input, extra: extraAttributes(body, CREDENTIAL_FIELDS) });
     reply.code(201);
     return { credential: renderCredential(request, credential) };
   });
@@ -119,7 +96,6 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
     const auth = authorize(api, request, 'identity:get_credential', await credentialTarget(api, id));
     const credential = await api.credentials.get(id);
     requirePrimaryAuth(auth);
-    requireDelegatedProject(auth, credential.projectId, CREDENTIAL_PROJECT_MISMATCH);
     return { credential: renderCredential(request, credential) };
   });
 
@@ -134,9 +110,8 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
       if (unexpected.length === 1) throw new ValidationError(`Additional properties are not allowed ('${unexpected[0]}' was unexpected)`);
       if (unexpected.length > 1) throw new ValidationError(`Additional properties are not allowed (${unexpected.map((key) => `'${key}'`).join(', ')} were unexpected)`);
       if (body.blob === undefined) throw new ValidationError("'blob' is a required property");
-      const current = await api.credentials.get(id);
+      await api.credentials.get(id);
       requirePrimaryAuth(auth);
-      requireDelegatedProject(auth, current.projectId, CREDENTIAL_PROJECT_MISMATCH);
       return { credential: renderCredential(request, await api.credentials.update(id, body.blob)) };
     },
   );
@@ -144,9 +119,8 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
   app.delete('/v3/credentials/:credential_id', { schema: { params: CredentialParams } }, async (request, reply) => {
     const id = request.params.credential_id;
     const auth = authorize(api, request, 'identity:delete_credential', await credentialTarget(api, id));
-    const current = await api.credentials.get(id);
+    await api.credentials.get(id);
     requirePrimaryAuth(auth);
-    requireDelegatedProject(auth, current.projectId, CREDENTIAL_PROJECT_MISMATCH);
     await api.credentials.delete(id);
     return noContent(reply);
   });
@@ -157,7 +131,7 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
   app.get(OS_EC2, { schema: { params: UserParams, response: { 200: many('credentials', Ec2CredentialEntity) } } }, async (request) => {
     const auth = authorize(api, request, 'identity:ec2_list_credentials', { user: { id: request.params.user_id } });
     requirePrimaryAuth(auth);
-    const credentials = (await api.credentials.listEc2(request.params.user_id)).filter((credential) => inDelegatedProject(auth, credential.tenantId));
+    const credentials = await api.credentials.listEc2(request.params.user_id);
     return { credentials: credentials.map((credential) => renderEc2Credential(request, credential)), links: collectionLinks(request) };
   });
 
@@ -165,9 +139,8 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
     const userId = request.params.user_id;
     const auth = authorize(api, request, 'identity:ec2_create_credential', { user: { id: userId }, credential: { userId } });
     requirePrimaryAuth(auth);
-    const tenantId = typeof request.body.tenant_id === 'string' ? request.body.tenant_id : undefined;
-    requireDelegatedProject(auth, tenantId, EC2_PROJECT_MISMATCH);
-    const credential = await api.credentials.createEc2(userId, tenantId, delegationOf(auth));
+    const tenantId = request.body.tenant_id;
+    const credential = await api.credentials.createEc2(userId, typeof tenantId === 'string' ? tenantId : undefined);
     reply.code(201);
     return { credential: renderEc2Credential(request, credential) };
   });
@@ -183,14 +156,12 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
     const auth = authorize(api, request, 'identity:ec2_get_credential', await ec2Target(request));
     requirePrimaryAuth(auth);
     const credential = await api.credentials.getEc2(request.params.user_id, request.params.credential_id);
-    requireDelegatedProject(auth, credential.tenantId, EC2_PROJECT_MISMATCH);
     return { credential: renderEc2Credential(request, credential) };
   });
 
   app.delete(`${OS_EC2}/:credential_id`, { schema: { params: Ec2Params } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:ec2_delete_credential', await ec2Target(request));
     requirePrimaryAuth(auth);
-    requireDelegatedProject(auth, (await api.credentials.getEc2(request.params.user_id, request.params.credential_id)).tenantId, EC2_PROJECT_MISMATCH);
     await api.credentials.deleteEc2(request.params.user_id, request.params.credential_id);
     return noContent(reply);
   });

@@ -1,6 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 import type { Trust } from '../../trust/trust-service.ts';
-import { ValidationError } from '../../support/errors.ts';
+import { ForbiddenError, ValidationError } from '../../support/errors.ts';
+import { isDelegatedMethod } from '../../token/delegation.ts';
+import type { TokenContext } from '../../token/token-service.ts';
 import { parseExpirationDate } from '../../support/timestamps.ts';
 import { authorize, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { baseUrl, collectionLinks, selfLink } from '../links.ts';
@@ -50,11 +52,21 @@ function trustTarget(trust: Trust) {
   return { trust: { trustorUserId: trust.trustorUserId, trusteeUserId: trust.trusteeUserId } };
 }
 
+/**
+ * Keystone refuses every trust operation to a token of a delegated method (application
+ * credential, OAuth1, EC2 signature): a trust made from one would reach beyond what it was issued
+ * for. A trust-scoped token of a primary method may (redelegation, a trustee's own reads).
+ */
+function refuseDelegatedMethod(auth: TokenContext): void {
+  if (isDelegatedMethod(auth)) throw ForbiddenError.action('Delegated tokens cannot manage trusts.');
+}
+
 /** /v3/OS-TRUST/trusts: delegation of a trustor's roles on a project to a trustee. */
 export function registerTrustRoutes(app: App, api: IdentityApi): void {
   app.post('/v3/OS-TRUST/trusts', { schema: { body: TrustCreate, response: { 201: one('trust', TrustEntity) } } }, async (request, reply) => {
     const body = request.body.trust;
     const auth = authorize(api, request, 'identity:create_trust', { trust: { trustorUserId: body.trustor_user_id, trusteeUserId: body.trustee_user_id } });
+    refuseDelegatedMethod(auth);
     let expiresAt: Date | null = null;
     if (typeof body.expires_at === 'string') {
       const parsed = parseExpirationDate(body.expires_at);
@@ -86,13 +98,13 @@ export function registerTrustRoutes(app: App, api: IdentityApi): void {
     let trusts: Trust[];
     // Keystone: the trustor filter wins over the trustee one; any other query lists nothing.
     if (trustorUserId) {
-      authorize(api, request, 'identity:list_trusts_for_trustor', { trust: { trustorUserId } });
+      refuseDelegatedMethod(authorize(api, request, 'identity:list_trusts_for_trustor', { trust: { trustorUserId } }));
       trusts = await api.trusts.list({ trustorUserId });
     } else if (trusteeUserId) {
-      authorize(api, request, 'identity:list_trusts_for_trustee', { trust: { trusteeUserId } });
+      refuseDelegatedMethod(authorize(api, request, 'identity:list_trusts_for_trustee', { trust: { trusteeUserId } }));
       trusts = await api.trusts.list({ trusteeUserId });
     } else {
-      authorize(api, request, 'identity:list_trusts');
+      refuseDelegatedMethod(authorize(api, request, 'identity:list_trusts'));
       trusts = Object.keys(request.query as object).length === 0 ? await api.trusts.list() : [];
     }
     return { trusts: trusts.map((trust) => renderSummary(request, trust)), links: collectionLinks(request) };
@@ -101,13 +113,13 @@ export function registerTrustRoutes(app: App, api: IdentityApi): void {
   app.get('/v3/OS-TRUST/trusts/:trust_id', { schema: { params: TrustParams, response: { 200: one('trust', TrustEntity) } } }, async (request) => {
     // Keystone reads the trust before it decides: a missing one is a 404 for anyone.
     const trust = await api.trusts.get(request.params.trust_id);
-    authorize(api, request, 'identity:get_trust', trustTarget(trust));
+    refuseDelegatedMethod(authorize(api, request, 'identity:get_trust', trustTarget(trust)));
     return { trust: renderTrust(request, trust) };
   });
 
   app.delete('/v3/OS-TRUST/trusts/:trust_id', { schema: { params: TrustParams } }, async (request, reply) => {
     const trust = await api.trusts.get(request.params.trust_id);
-    authorize(api, request, 'identity:delete_trust', trustTarget(trust));
+    refuseDelegatedMethod(authorize(api, request, 'identity:delete_trust', trustTarget(trust)));
     await api.trusts.delete(trust.id);
     return noContent(reply);
   });
@@ -117,7 +129,7 @@ export function registerTrustRoutes(app: App, api: IdentityApi): void {
     { schema: { params: TrustParams, response: { 200: many('roles', RoleEntity) } } },
     async (request) => {
       const trust = await api.trusts.get(request.params.trust_id);
-      authorize(api, request, 'identity:list_roles_for_trust', trustTarget(trust));
+      refuseDelegatedMethod(authorize(api, request, 'identity:list_roles_for_trust', trustTarget(trust)));
       return { roles: trust.roles.map((role) => renderRole(request, role)), links: rolesLinks(request, trust) };
     },
   );
@@ -127,7 +139,7 @@ export function registerTrustRoutes(app: App, api: IdentityApi): void {
     { schema: { params: TrustRoleParams, response: { 200: one('role', RoleEntity) } } },
     async (request) => {
       const trust = await api.trusts.get(request.params.trust_id);
-      authorize(api, request, 'identity:get_role_for_trust', trustTarget(trust));
+      refuseDelegatedMethod(authorize(api, request, 'identity:get_role_for_trust', trustTarget(trust)));
       return { role: renderRole(request, await api.trusts.getRole(trust.id, request.params.role_id)) };
     },
   );
