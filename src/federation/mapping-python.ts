@@ -646,9 +646,9 @@ export function pythonRegex(pattern: string): RegExp {
           i += reference.length - 1;
         }
       } else {
-        const [text, length] = commonEscape(pattern, i - 1, refuse);
+        const [text, length] = commonEscape(pattern, i - 2, false, refuse);
         out += text;
-        i += length - 1;
+        i += length - 2;
       }
       continue;
     }
@@ -749,14 +749,14 @@ export function pythonRegex(pattern: string): RegExp {
   }
 }
 
-function escapeLiteral(char: string): string {
-  if (SYNTAX.has(char) || char === '-') return `\\${char}`;
+function escapeLiteral(char: string, inClass = false): string {
+  if (SYNTAX.has(char) || (inClass && char === '-')) return `\\${char}`;
   const code = char.codePointAt(0)!;
   return code < 0x20 ? `\\x${hex(code, 2)}` : char;
 }
 
 /** The escapes a pattern shares with a character class: \n, \x41, \u00e9, \. … */
-function commonEscape(pattern: string, at: number, refuse: (why: string) => never): [string, number] {
+function commonEscape(pattern: string, at: number, inClass: boolean, refuse: (why: string) => never): [string, number] {
   const next = pattern[at + 1]!;
   const simple: Record<string, string> = { a: '\\x07', f: '\\f', n: '\\n', r: '\\r', t: '\\t', v: '\\v' };
   if (simple[next]) return [simple[next]!, 2];
@@ -776,7 +776,7 @@ function commonEscape(pattern: string, at: number, refuse: (why: string) => neve
   if (/[A-Za-z0-9]/.test(next)) refuse(`bad escape \\${next}`);
   // Any other escaped character stands for itself.
   const char = String.fromCodePoint(pattern.codePointAt(at + 1)!);
-  return [escapeLiteral(char), 1 + char.length];
+  return [escapeLiteral(char, inClass), 1 + char.length];
 }
 
 function classEscape(pattern: string, at: number, digit: string, word: string, refuse: (why: string) => never): [string, number] {
@@ -791,7 +791,7 @@ function classEscape(pattern: string, at: number, digit: string, word: string, r
     const octal = /^[0-7]{1,3}/.exec(pattern.slice(at))![0];
     return [`\\x${hex(parseInt(octal, 8) & 0xff, 2)}`, octal.length];
   }
-  const [text, length] = commonEscape(pattern, at - 1, refuse);
+  const [text, length] = commonEscape(pattern, at - 1, true, refuse);
   return [text, length - 1];
 }
 

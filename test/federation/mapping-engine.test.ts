@@ -6,7 +6,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { AuthenticationError, NotFoundError, ValidationError } from '../../src/support/errors.ts';
 import {
   applyMappingFilter,
@@ -25,7 +25,6 @@ const constant = (name: string) => fixtures[name] as string;
 
 const FAKE_MAPPING_ID = 'fake-mapping-id';
 
-type Test = Parameters<Parameters<typeof t.test>[1]>[0];
 
 /** assertValidMappedUserObject. */
 function validMappedUser(t: Test, mapped: MappedProperties, userType = 'ephemeral', domainId?: string): void {
