@@ -73,6 +73,7 @@ export class RuleProcessor {
     for (const [name, value] of Object.entries(assertionData)) if (typeof value === 'string') assertion.set(name, value.split(';'));
     this.debug(`assertion: ${pyRepr(Object.fromEntries(assertion))}`);
     const identityValues: IdentityValue[] = [];
+    this.debug(`rules: ${pyRepr(this.rules)}`);
     for (const rule of this.rules) {
       const directMaps = this.verifyAllRequirements(rule.remote, assertion);
       // The rule does not apply.
