@@ -56,6 +56,9 @@ Commands (configuration comes from the same environment variables as the service
                   decide a running deployment's recorded requests again with DIR's rule files
                   (POST /v3/gateway/policy/replay; OS_TOKEN: an admin token; URL defaults to
                   OS_AUTH_URL, else PUBLIC_URL) and list those that would change
+  mapping_engine --rules FILE --input FILE [--prefix PREFIX] [--engine-debug]
+                  run the federation mapping engine on a mapping's rules and an assertion
+                  ("name: value" lines) and print the mapped properties (keystone-manage's)
 `;
 
 const POLICY_USAGE = `Usage:
@@ -211,6 +214,17 @@ const commands: Record<string, Command> = {
       );
     } finally {
       await store.close();
+    }
+  },
+  async mapping_engine(_config, args) {
+    const { mappingEngineCommand, mappingEngineFailure, MappingEngineUsageError, MAPPING_ENGINE_USAGE } = await import('./mapping-engine.ts');
+    try {
+      return mappingEngineCommand(args, (text) => process.stdout.write(text));
+    } catch (error) {
+      if (error instanceof MappingEngineUsageError) throw new UsageError(error.message, MAPPING_ENGINE_USAGE);
+      const failure = mappingEngineFailure(error);
+      if (failure) throw new ConfigError(failure);
+      throw error;
     }
   },
   async policy(config, args) {
