@@ -175,7 +175,7 @@ export class FederationService {
   }
 
   /** `rules` is checked against Keystone's mapping schema (400 with its text). */
-  createMapping(id: string, rules: unknown, schemaVersion?: string): Promise<Mapping> {
+  async createMapping(id: string, rules: unknown, schemaVersion?: string): Promise<Mapping> {
     validateMappingRules(rules, schemaVersion);
     return this.retryingConflicts(() =>
       this.store.transaction(async (em) => {
@@ -188,7 +188,7 @@ export class FederationService {
   }
 
   /** The rules are replaced (Keystone's update needs them whole). */
-  updateMapping(id: string, rules: unknown, schemaVersion?: string): Promise<Mapping> {
+  async updateMapping(id: string, rules: unknown, schemaVersion?: string): Promise<Mapping> {
     validateMappingRules(rules, schemaVersion);
     return this.store.transaction(async (em) => {
       const row = await this.getMapping(id, em);
