@@ -16,6 +16,7 @@ import { Migration20261128010000_domain_config } from './Migration20261128010000
 import { Migration20261128030000_credentials } from './Migration20261128030000_credentials.ts';
 import { Migration20261128020000_trusts } from './Migration20261128020000_trusts.ts';
 import { Migration20261128040000_oauth1 } from './Migration20261128040000_oauth1.ts';
+import { Migration20261129000000_federation } from './Migration20261129000000_federation.ts';
 
 /** Every migration, in order. The same list runs on PGlite and on PostgreSQL. */
 export const migrations: { name: string; class: Constructor<Migration> }[] = [
@@ -35,4 +36,5 @@ export const migrations: { name: string; class: Constructor<Migration> }[] = [
   { name: 'Migration20261128030000_credentials', class: Migration20261128030000_credentials },
   { name: 'Migration20261128020000_trusts', class: Migration20261128020000_trusts },
   { name: 'Migration20261128040000_oauth1', class: Migration20261128040000_oauth1 },
+  { name: 'Migration20261129000000_federation', class: Migration20261129000000_federation },
 ];

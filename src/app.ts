@@ -8,6 +8,7 @@ import { AssignmentService } from './assignment/assignment-service.ts';
 import { LimitService } from './limit/limit-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { PolicyStoreService } from './policy-store/policy-store-service.ts';
+import { FederationService } from './federation/federation-service.ts';
 import { DomainConfigService } from './domain-config/domain-config-service.ts';
 import { CREDENTIAL_MAX_ACTIVE_KEYS, CredentialEncryption } from './credential/credential-encryption.ts';
 import { CredentialService } from './credential/credential-service.ts';
@@ -471,6 +472,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       domainConfigs,
       clientCatalog,
       policies: new PolicyStoreService(store, catalog),
+      federation: new FederationService(store, resources),
       credentials,
       tokens,
       tokenProvider,

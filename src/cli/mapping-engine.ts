@@ -1,6 +1,7 @@
 // `npm run manage -- mapping_engine`: Keystone's `keystone-manage mapping_engine`, the federation
 // mapping engine run offline on a rules file and an assertion file, printing the mapped properties.
 
+import { validateMapping } from '../federation/mapping-rules-schema.ts';
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../config.ts';
@@ -54,6 +55,8 @@ export function parseAssertionFile(text: string, pathname: string, prefix?: stri
  */
 export function rulesOf(content: unknown): MappingRule[] {
   const document = Array.isArray(content) ? { rules: content } : content;
+  // Keystone's validate_mapping_structure: the whole rule schema, with its messages.
+  validateMapping(document);
   const rules = typeof document === 'object' && document !== null ? (document as { rules?: unknown }).rules : undefined;
   if (!Array.isArray(rules)) throw new ValidationError("'rules' is a required property\n");
   for (const rule of rules) {

@@ -103,6 +103,14 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   oauth1_request_token: { write: [] },
   oauth1_access_token: { write: [], delete: ['credential'] },
   oauth1_nonce: { write: [] },
+  // OS-FEDERATION: no cache holds identity providers, mappings, protocols or service providers (each
+  // request reads them); a provider's domain deleted takes them by cascade.
+  identity_provider: { write: [] },
+  idp_remote_ids: { write: [] },
+  mapping: { write: [] },
+  federation_protocol: { write: [] },
+  service_provider: { write: [] },
+  federated_user: { write: [] },
   token_key: { write: ['keys'] },
   token_key_generation: { write: ['keys'] },
   key_fingerprint: { write: ['keys'] },

@@ -87,8 +87,10 @@ export function handleFrameworkError(error: FastifyError, request: FastifyReques
 
 /** Like Keystone's jsonschema text: "Invalid input for field 'enabled': must be boolean". */
 function schemaMessage(error: FastifyError, body: unknown): string {
-  const first = error.validation?.[0];
+  let first = error.validation?.[0];
   if (!first) return error.message;
+  // TypeBox reports each extra property as a false schema before the object's additionalProperties error: that one is Keystone's.
+  if (first.keyword === 'boolean' && first.schemaPath.endsWith('/additionalProperties')) first = error.validation?.find((each) => each.keyword === 'additionalProperties') ?? first;
   const params = first.params as Record<string, unknown>;
   // The entity itself is not an object ({"policy": "x"}): Keystone validates the entity, whose own
   // type error names no field.
@@ -104,7 +106,8 @@ function schemaMessage(error: FastifyError, body: unknown): string {
   }
   if (first.keyword === 'additionalProperties') {
     const name = params.additionalProperties ?? params.additionalProperty;
-    return `Additional properties are not allowed ('${String(Array.isArray(name) ? name.join("', '") : name)}' was unexpected)`;
+    const names = (Array.isArray(name) ? name.map(String) : [String(name)]).sort();
+    return `Additional properties are not allowed ('${names.join("', '")}' ${names.length > 1 ? 'were' : 'was'} unexpected)`;
   }
   // jsonschema's "0 is less than the minimum of 1" (trust remaining_uses, redelegation_count).
   if (first.keyword === 'minimum' && typeof params.limit === 'number') {

@@ -18,6 +18,7 @@ import { registerCatalogRoutes } from './routes/catalog.ts';
 import { registerPolicyRoutes } from './routes/policies.ts';
 import { registerCredentialRoutes } from './routes/credentials.ts';
 import { registerEndpointFilterRoutes } from './routes/endpoint-filter.ts';
+import { registerFederationRoutes } from './routes/federation.ts';
 import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
@@ -227,6 +228,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerLimitRoutes(app, api);
   registerApplicationCredentialRoutes(app, api);
   registerTrustRoutes(app, api);
+  registerFederationRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   registerApiDocsRoutes(app, routes);
   return routes;

@@ -115,6 +115,13 @@ export class ResourceService {
       });
   }
 
+  /** Creates a domain in the caller's transaction `em` (OS-FEDERATION: an identity provider's own domain). */
+  async createDomainIn(em: EntityManager, input: DomainInput): Promise<Domain> {
+    const row = this.newRow({ ...input, domainId: '', isDomain: true });
+    await this.projects.insert(em, row);
+    return row;
+  }
+
   updateDomain(id: string, patch: DomainPatch): Promise<Domain> {
     return this.store
       .transaction(async (em) => {

@@ -1,4 +1,5 @@
 import { defineEntity, type InferEntity } from '@mikro-orm/core';
+import { federationEntities } from './federation-entities.ts';
 
 // Scalar-only entities: foreign keys are plain id columns (constraints live in the migrations), so a
 // service loads exactly the rows it needs and no lazy relation can issue a surprise query.
@@ -499,4 +500,5 @@ export const allEntities = [
   OAuth1RequestTokenEntity,
   OAuth1AccessTokenEntity,
   OAuth1NonceEntity,
+  ...federationEntities,
 ];

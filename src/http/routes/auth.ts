@@ -89,14 +89,17 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
     return { catalog: renderCatalog(catalog ?? []), links: { self: `${baseUrl(request)}/v3/auth/catalog` } };
   });
 
-  app.get('/v3/auth/projects', { schema: { response: { 200: many('projects', ProjectEntity) } } }, async (request) => {
+  // Also as OS-FEDERATION's /v3/OS-FEDERATION/projects and /domains (Keystone's alternate URLs of the same resources).
+  for (const path of ['/v3/auth/projects', '/v3/OS-FEDERATION/projects'])
+  app.get(path, { schema: { response: { 200: many('projects', ProjectEntity) } } }, async (request) => {
     const auth = authorize(api, request, 'identity:get_auth_projects');
     const ids = await api.assignments.targetsOfUser(auth.user.id, 'project');
     const projects = ids.length ? await api.resources.listProjects({ ids }) : [];
     return { projects: projects.map((project) => renderProject(request, project)), links: collectionLinks(request) };
   });
 
-  app.get('/v3/auth/domains', { schema: { response: { 200: many('domains', DomainEntity) } } }, async (request) => {
+  for (const path of ['/v3/auth/domains', '/v3/OS-FEDERATION/domains'])
+  app.get(path, { schema: { response: { 200: many('domains', DomainEntity) } } }, async (request) => {
     const auth = authorize(api, request, 'identity:get_auth_domains');
     const ids = await api.assignments.targetsOfUser(auth.user.id, 'domain');
     const domains = ids.length ? await api.resources.listDomains({ ids }) : [];
