@@ -1,0 +1,28 @@
+import type { IdentityProvider, Protocol } from './federation-service.ts';
+
+/**
+ * A verified federated assertion: attribute name → value, named as Keystone's mapped plugin sees
+ * them (the WSGI environ keys a web-server module would set, e.g. `HTTP_OIDC_ISS`, `OIDC-iss`;
+ * multi-valued attributes joined with `;`). Only a verifier builds one, from what it verified
+ * itself (a signed token, an introspection answer): never from request headers a client could set.
+ */
+export type Assertion = Record<string, string>;
+
+/** What a verifier sees of a federated login request. */
+export interface AssertionRequest {
+  identityProvider: IdentityProvider;
+  protocol: Protocol;
+  /** The request's headers, names lower-cased (Authorization: Bearer … for OIDC). */
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+}
+
+/**
+ * Turns a federated login request into a verified assertion. One per kind of protocol (OIDC now;
+ * SAML later). Answers undefined when this verifier does not handle the protocol; throws the
+ * catalogue's AuthenticationError (401) when the request carries nothing it can verify, and
+ * ForbiddenError (403) when what it verified belongs to another provider (an issuer that is not
+ * one of the provider's remote ids), as Keystone does.
+ */
+export interface AssertionVerifier {
+  verify(request: AssertionRequest): Promise<Assertion | undefined>;
+}
