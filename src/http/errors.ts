@@ -98,6 +98,12 @@ function schemaMessage(error: FastifyError, body: unknown): string {
   if (first.keyword === 'type' && params.type === 'object' && error.validationContext === 'body' && entity && body && typeof body === 'object') {
     return `${pythonRepr((body as Record<string, unknown>)[entity])} is not of type 'object'`;
   }
+  // The auth body is validated as Keystone validates `auth`: the field is its path below it, and a
+  // wrong type reads as jsonschema's "5 is not of type 'object', 'string'".
+  if (first.keyword === 'type' && error.validationContext === 'body' && first.instancePath.startsWith('/auth/')) {
+    const types = (Array.isArray(params.type) ? params.type : String(params.type).split(',')).map((type) => `'${String(type)}'`).join(', ');
+    return `Invalid input for field '${first.instancePath.slice('/auth/'.length)}': ${pythonRepr(valueAt(body, first.instancePath))} is not of type ${types}`;
+  }
   const missing = params.requiredProperties ?? params.missingProperty;
   const field = first.instancePath.replace(/^\//, '').split('/').pop() || error.validationContext || 'body';
   if (first.keyword === 'required' && missing) {
@@ -111,12 +117,21 @@ function schemaMessage(error: FastifyError, body: unknown): string {
   }
   // jsonschema's "0 is less than the minimum of 1" (trust remaining_uses, redelegation_count).
   if (first.keyword === 'minimum' && typeof params.limit === 'number') {
-    const value = first.instancePath.split('/').slice(1).reduce<unknown>((at, key) => (at && typeof at === 'object' ? (at as Record<string, unknown>)[key] : undefined), body);
+    const value = valueAt(body, first.instancePath);
     if (typeof value === 'number') return `Invalid input for field '${field}': ${pythonRepr(value)} is less than the minimum of ${params.limit}`;
   }
   // Update bodies need one property (minProperties 1): the failing instance is always {}.
   if (first.keyword === 'minProperties') return '{} does not have enough properties';
   return `Invalid input for field '${field}': ${first.message ?? 'is not valid'}`;
+}
+
+/** The value at a JSON pointer of the body (as the validator names it). */
+function valueAt(body: unknown, pointer: string): unknown {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((key) => key.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .reduce<unknown>((at, key) => (at && typeof at === 'object' ? (at as Record<string, unknown>)[key] : undefined), body);
 }
 
 /** A JSON value as Python prints it (jsonschema's messages quote the instance so). */

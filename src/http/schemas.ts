@@ -273,8 +273,9 @@ export const EndpointUpdate = wrap(
 );
 
 /**
- * POST /v3/auth/tokens as sent: the leaves are typed here; the forms (methods and their objects,
- * scope as one of unscoped, system, domain or project by id or by name) are checked after the rate
+ * POST /v3/auth/tokens as sent: the leaves are typed here (scope as Keystone's schema types it); the
+ * forms (methods and their objects, scope as one of unscoped, system, domain or project by id or by
+ * name) are checked after the rate
  * limits by parseTokenRequest (src/token/token-request.ts), which gives Keystone's messages in
  * Keystone's order and the typed TokenRequest the token service takes.
  */
@@ -287,6 +288,22 @@ const userMethod = <T extends Record<string, TSchema>>(secret: T) =>
       open,
     ),
   );
+
+/**
+ * Keystone's auth schema for `scope`: a string ("unscoped") or an object whose forms have typed
+ * leaves; which form, and that it names one thing, parseTokenRequest checks (Keystone's order).
+ */
+const TokenScope = Type.Unsafe<string | Record<string, unknown>>({
+  type: ['object', 'string'],
+  description: 'What the token is for: "unscoped", or one of project (by id, or by name with its domain), domain, system or OS-TRUST:trust.',
+  properties: {
+    project: Type.Object({ id: Type.Optional(Type.String()), name: Type.Optional(Type.String()), domain: Type.Optional(NameOrId) }, open),
+    domain: NameOrId,
+    'OS-TRUST:trust': Type.Object({ id: Type.Optional(Type.String()) }, open),
+    system: Type.Object({ all: Type.Optional(Type.Boolean()) }, open),
+  },
+  additionalProperties: true,
+});
 
 export const AuthBody = Type.Object(
   {
@@ -315,7 +332,7 @@ export const AuthBody = Type.Object(
           },
           open,
         ),
-        scope: Type.Optional(Type.Unknown()),
+        scope: Type.Optional(TokenScope),
       },
       open,
     )),

@@ -214,3 +214,27 @@ t.test('scopes the caller may use, and its catalog', async (t) => {
   t.equal(catalog.statusCode, 403, 'an unscoped token has no catalog');
   t.equal(catalog.json().error.message, 'You are not authorized to perform the requested action.');
 });
+
+t.test('the scope of a token request: its forms, with the messages Keystone 22 gives (its auth schema)', async (t) => {
+  const { call } = await startTestApp(t);
+  const asked = async (scope: unknown) => {
+    const answer = await call('POST', '/v3/auth/tokens', { auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: { id: 'default' }, password: ADMIN_PASSWORD } } }, scope } }, null);
+    return { status: answer.statusCode, first: String(answer.json().error?.message ?? '').split('\n')[0] };
+  };
+  const EXPECTING = 'Expecting to find system, project, domain, OS-TRUST:trust or unscoped in scope. The server could not comply with the request since it is either malformed or otherwise incorrect. The client is assumed to be in error.';
+  // Each answer as the real Keystone 22 gave it here (the first line of its message).
+  const cases: [unknown, string][] = [
+    [5, "Invalid input for field 'scope': 5 is not of type 'object', 'string'"],
+    [[], "Invalid input for field 'scope': [] is not of type 'object', 'string'"],
+    ['x', EXPECTING],
+    [{ project: 5 }, "Invalid input for field 'scope/project': 5 is not of type 'object'"],
+    [{ project: { id: 5 } }, "Invalid input for field 'scope/project/id': 5 is not of type 'string'"],
+    [{ system: { all: 'yes' } }, "Invalid input for field 'scope/system/all': 'yes' is not of type 'boolean'"],
+    [{ 'OS-TRUST:trust': [] }, "Invalid input for field 'scope/OS-TRUST:trust': [] is not of type 'object'"],
+    [{ foo: {} }, EXPECTING],
+    [{ project: { id: 'x' }, domain: { id: 'y' } }, EXPECTING],
+  ];
+  for (const [scope, message] of cases) {
+    t.same(await asked(scope), { status: 400, first: message }, JSON.stringify(scope));
+  }
+});
