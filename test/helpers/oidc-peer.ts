@@ -3,10 +3,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from './processes.ts';
+import { freePort, ROOT } from './processes.ts';
 
 const run = promisify(execFile);
-const PEER = '/work/shared/peers/oidc';
+/** The shared peer's scripts (../shared/peers/oidc beside the checkout, or OIDC_PEER_SCRIPTS). */
+const PEER = process.env.OIDC_PEER_SCRIPTS ?? path.resolve(ROOT, '../shared/peers/oidc');
 
 /** The peer's users (its users.json) and its confidential client. */
 export const OIDC_USERS = { alice: 'alice-pass', bob: 'bob-pass' } as const;
