@@ -118,6 +118,37 @@ export interface Config {
    * database): pass those flags to node or in NODE_OPTIONS there.
    */
   workerHeap: WorkerHeap;
+  /** OIDC_*: the native OpenID Connect verifier of federated logins (src/federation/oidc/). */
+  oidc: OidcSettings;
+}
+
+/** How bearer tokens of OpenID Providers are verified on a federated login (OIDC_* settings). */
+export interface OidcSettings {
+  /** OIDC_PROTOCOLS: the federation protocol ids whose logins carry an OIDC bearer token. */
+  protocols: string[];
+  /** OIDC_AUDIENCES: a token's `aud` must name one of these; empty: not checked (a warning at start). */
+  audiences: string[];
+  /** OIDC_CLOCK_SKEW_SECONDS: tolerance on exp, nbf and iat. */
+  clockSkewSeconds: number;
+  /** OIDC_HTTP_TIMEOUT_MS: bound on each request to a provider (connect, headers and body). */
+  httpTimeoutMs: number;
+  /** OIDC_METADATA_CACHE_SECONDS: how long a provider's discovery document and JWKS are kept. */
+  metadataCacheSeconds: number;
+  /** OIDC_JWKS_REFRESH_INTERVAL_SECONDS: at most one JWKS refetch per issuer this often for an unknown kid. */
+  jwksRefreshIntervalSeconds: number;
+  /**
+   * Client credentials for RFC 7662 introspection of opaque tokens, by issuer
+   * (OIDC_INTROSPECTION_CLIENTS), else the default pair (OIDC_INTROSPECTION_CLIENT_ID/_SECRET).
+   */
+  introspection: {
+    default: OidcClientCredentials | undefined;
+    byIssuer: Record<string, OidcClientCredentials>;
+  };
+}
+
+export interface OidcClientCredentials {
+  clientId: string;
+  clientSecret: string;
 }
 
 /** V8 heap limits for cluster workers, in MB (0: node's default). */
@@ -284,6 +315,62 @@ function shadowDirectory(env: Environment): string | undefined {
   return directory;
 }
 
+/** Comma-separated, trimmed, empty entries dropped; `fallback` when unset. */
+function list(env: Environment, name: string, fallback = ''): string[] {
+  return (env[name] ?? fallback).split(',').map((entry) => entry.trim()).filter(Boolean);
+}
+
+function oidcSettings(env: Environment): OidcSettings {
+  const protocols = list(env, 'OIDC_PROTOCOLS', 'openid');
+  for (const protocol of protocols) {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(protocol)) throw new ConfigError(`OIDC_PROTOCOLS must list protocol ids, got '${protocol}'`);
+  }
+  const clientId = env.OIDC_INTROSPECTION_CLIENT_ID || undefined;
+  const clientSecret = env.OIDC_INTROSPECTION_CLIENT_SECRET || undefined;
+  if ((clientId === undefined) !== (clientSecret === undefined)) {
+    throw new ConfigError('OIDC_INTROSPECTION_CLIENT_ID and OIDC_INTROSPECTION_CLIENT_SECRET must be set together');
+  }
+  return {
+    protocols,
+    audiences: list(env, 'OIDC_AUDIENCES'),
+    clockSkewSeconds: integer(env, 'OIDC_CLOCK_SKEW_SECONDS', 60, 0, 600),
+    httpTimeoutMs: integer(env, 'OIDC_HTTP_TIMEOUT_MS', 5000, 100, 60_000),
+    metadataCacheSeconds: integer(env, 'OIDC_METADATA_CACHE_SECONDS', 3600, 1, 86_400),
+    jwksRefreshIntervalSeconds: integer(env, 'OIDC_JWKS_REFRESH_INTERVAL_SECONDS', 30, 0, 3600),
+    introspection: {
+      default: clientId !== undefined && clientSecret !== undefined ? { clientId, clientSecret } : undefined,
+      byIssuer: introspectionClients(env),
+    },
+  };
+}
+
+/** OIDC_INTROSPECTION_CLIENTS: {"<issuer>": {"client_id": "…", "client_secret": "…"}, …}; never echoes a secret. */
+function introspectionClients(env: Environment): Record<string, OidcClientCredentials> {
+  const raw = env.OIDC_INTROSPECTION_CLIENTS;
+  if (raw === undefined || raw.trim() === '') return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ConfigError('OIDC_INTROSPECTION_CLIENTS must be a JSON object {"<issuer>": {"client_id": "…", "client_secret": "…"}}');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new ConfigError('OIDC_INTROSPECTION_CLIENTS must be a JSON object {"<issuer>": {"client_id": "…", "client_secret": "…"}}');
+  }
+  const clients: Record<string, OidcClientCredentials> = {};
+  for (const [issuer, value] of Object.entries(parsed)) {
+    if (!URL.canParse(issuer) || !['http:', 'https:'].includes(new URL(issuer).protocol)) {
+      throw new ConfigError(`OIDC_INTROSPECTION_CLIENTS: '${issuer}' is not an issuer URL (http or https)`);
+    }
+    const entry = value as { client_id?: unknown; client_secret?: unknown } | null;
+    if (typeof entry?.client_id !== 'string' || !entry.client_id || typeof entry.client_secret !== 'string' || !entry.client_secret) {
+      throw new ConfigError(`OIDC_INTROSPECTION_CLIENTS: the issuer '${issuer}' needs a non-empty client_id and client_secret`);
+    }
+    clients[issuer] = { clientId: entry.client_id, clientSecret: entry.client_secret };
+  }
+  return clients;
+}
+
 /** The checkout the service runs from (policies/ lives there by default). */
 const projectRoot = path.resolve(import.meta.dirname, '..');
 
@@ -378,5 +465,6 @@ export function loadConfig(env: Environment = process.env): Config {
       maxOldSpaceMb: integer(env, 'WORKER_MAX_OLD_SPACE_MB', 0, 0, 1_048_576),
       maxSemiSpaceMb: integer(env, 'WORKER_MAX_SEMI_SPACE_MB', 0, 0, 1024),
     },
+    oidc: oidcSettings(env),
   };
 }
