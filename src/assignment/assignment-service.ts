@@ -118,8 +118,9 @@ export class AssignmentService {
     return row;
   }
 
-  listRoles(filter: RoleFilter & { ids?: string[] }): Promise<Role[]> {
-    return this.repository.listRoles(this.store.reader(), filter);
+  /** `em`: the caller's transaction (the reader otherwise). */
+  listRoles(filter: RoleFilter & { ids?: string[] }, em: EntityManager = this.store.reader()): Promise<Role[]> {
+    return this.repository.listRoles(em, filter);
   }
 
   createRole(input: RoleInput): Promise<Role> {

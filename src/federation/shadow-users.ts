@@ -67,7 +67,7 @@ export class ShadowUsers {
   async provisionProjects(em: EntityManager, user: User, projects: readonly ProjectRule[], idp: { id: string; domainId: string }): Promise<void> {
     if (!projects.length) return;
     const roles = new Map<string, Role>();
-    for (const role of await this.assignments.listRoles({})) if (!roles.has(role.name)) roles.set(role.name, role);
+    for (const role of await this.assignments.listRoles({}, em)) if (!roles.has(role.name)) roles.set(role.name, role);
     for (const project of projects) {
       for (const wanted of project.roles) {
         const role = roles.get(wanted.name);
