@@ -143,7 +143,9 @@ export class FederatedLogin {
       throw AuthenticationError.because({ reason: new ValidationError('Could not find Identity Provider identifier in environment').message, code: 401 });
     }
     if (!identityProvider.remoteIds.includes(value)) {
-      throw new ForbiddenError('Incoming identity provider identifier not included among the accepted identifiers.');
+      // Keystone's Forbidden("Incoming identity provider identifier not included among the accepted
+      // identifiers."), whose text it hides from clients.
+      throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
     }
   }
 
@@ -178,6 +180,7 @@ async function applyGroupCheck(groupIds: readonly string[], mappingId: string, l
   for (const groupId of groupIds) if (!(await lookup.groupExists(groupId))) throw new MappedGroupNotFoundError(groupId, mappingId);
 }
 
-function identityProviderDisabled(idpId: string): ForbiddenError {
-  return new ForbiddenError(`Identity Provider ${idpId} is disabled`);
+/** Keystone's Forbidden("Identity Provider <id> is disabled"), whose text it hides from clients. */
+function identityProviderDisabled(_idpId: string): ForbiddenError {
+  return new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
 }

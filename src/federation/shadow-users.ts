@@ -73,7 +73,8 @@ export class ShadowUsers {
         const role = roles.get(wanted.name);
         if (!role) throw new NotFoundError(`Could not find role: ${wanted.name}.`);
         if (role.domainId && role.domainId !== idp.domainId) {
-          throw new ForbiddenError(`role: ${wanted.name} must be within the same domain as the identity provider: ${idp.id}.`);
+          // Keystone's DomainSpecificRoleNotWithinIdPDomain, a Forbidden whose text it hides.
+          throw new ForbiddenError(ForbiddenError.NOT_AUTHORIZED);
         }
       }
     }

@@ -68,6 +68,8 @@ export interface TokenContext {
   roles: { id: string; name: string }[];
   /** Set for federated tokens (OS-FEDERATION): the login's groups, provider and protocol. */
   federation?: TokenFederation;
+  /** A scoped federated token's roles in full: Keystone 22 lists them so (as a trust token's). */
+  roleDetails?: Role[];
   /** Set for tokens issued through an OS-OAUTH1 access token. */
   oauth1?: { accessTokenId: string; consumerId: string };
   /** Set for tokens issued to an application credential. */
@@ -175,7 +177,7 @@ export class TokenService {
       user: tokenUser(user, userDomain.name),
       scope,
       roles: roles.map((role) => ({ id: role.id, name: role.name })),
-      ...(federation ? { federation } : {}),
+      ...(federation ? { federation, ...(scope.type === 'unscoped' ? {} : { roleDetails: roles }) } : {}),
       auditIds,
       issuedAt,
       expiresAt,
@@ -298,7 +300,7 @@ export class TokenService {
       },
       scope,
       roles: roles.map((role) => ({ id: role.id, name: role.name })),
-      ...(federation ? { federation } : {}),
+      ...(federation ? { federation, ...(scope.type === 'unscoped' ? {} : { roleDetails: roles }) } : {}),
       auditIds,
       issuedAt,
       expiresAt,
@@ -729,7 +731,7 @@ export class TokenService {
       ...(credential ? { applicationCredential: credentialSummary(credential) } : {}),
       ...(accessToken ? { oauth1: { accessTokenId: accessToken.id, consumerId: accessToken.consumerId } } : {}),
       ...(trusted ? { trust: trustSummary(trusted.trust, trusted.roles) } : {}),
-      ...(federation ? { federation } : {}),
+      ...(federation ? { federation, ...(scope.type === 'unscoped' ? {} : { roleDetails: roles }) } : {}),
       auditIds: payload.auditIds,
       issuedAt: issuedAt * 1000,
       expiresAt,
