@@ -1,5 +1,9 @@
 import { createHash } from 'node:crypto';
+import fs from 'node:fs';
 import t from 'tap';
+import { FernetKeyRepository } from '../../src/token/fernet-key-repository.ts';
+import { FernetTokenProvider } from '../../src/token/fernet-provider.ts';
+import { newAuditId } from '../../src/token/fernet-payload.ts';
 import { ADMIN_PASSWORD, startTestApp } from '../helpers/app.ts';
 import { FixedAssertionVerifier } from '../helpers/federation.ts';
 import { call, passwordAuth } from '../helpers/keystone-client.ts';
@@ -20,7 +24,14 @@ type Login = (claims: Record<string, string>) => Record<string, string>;
 
 const FED = '/v3/OS-FEDERATION';
 
-async function scenario(base: string, adminPassword: string, login: Login): Promise<Record<string, Seen>> {
+/** What a scenario checks with Fernet keys: its unscoped token, and a check of a token it did not issue. */
+interface FernetProbe {
+  seen?: { token: string; body: any };
+  /** Validates `token` at this side (the admin's token), before the provider goes. */
+  check?: (make: (seen: { token: string; body: any }) => string) => Promise<{ status: number; body: any }>;
+}
+
+async function scenario(base: string, adminPassword: string, login: Login, probe: FernetProbe = {}): Promise<Record<string, Seen>> {
   const admin = await call(`${base}/v3/auth/tokens`, {
     method: 'POST',
     body: passwordAuth({ name: 'admin', domainId: 'default' }, adminPassword, { project: { name: 'admin', domain: { id: 'default' } } }),
@@ -92,6 +103,12 @@ async function scenario(base: string, adminPassword: string, login: Login): Prom
 
     const unscoped = record('login', await api('POST', loginPath, undefined, login(claims), null));
     const token = (unscoped as { token?: string }).token ?? '';
+    probe.seen = { token, body: unscoped.body };
+    if (probe.check) {
+      const check = probe.check;
+      const made = await check((seen) => seen.token);
+      seen['fernet: another side validates'] = { status: made.status, body: null };
+    }
     record('validate unscoped', await api('GET', '/v3/auth/tokens', undefined, { 'x-subject-token': token }));
     const projects = await api('GET', '/v3/auth/projects', undefined, undefined, token);
     record('auth projects', { status: projects.status, body: (projects.body?.projects ?? []).map((each: { id: string; name: string; domain_id: string }) => ({ id: each.id, name: each.name, domain_id: each.domain_id })) });
@@ -149,6 +166,39 @@ t.test('a federated login, its projects, rescoping and the provider disabled ans
   // Keystone: the headers mod_auth_openidc would set.
   const keystone = await scenario(PEER_URL, PEER_PASSWORD, (claims) => Object.fromEntries(Object.entries(claims).map(([name, value]) => [`OIDC-${name}`, value])));
   t.strictSame(Object.keys(ours), Object.keys(keystone));
+
+  // Fernet: Keystone's federated token decodes here (FederatedUnscopedPayload, methods [openid] at the
+  // bit of [auth] methods = …,totp,openid,saml2), and a token made here with Keystone's keys validates there.
+  const peerKeys = `${process.env.KEYSTONE_PEER_DIR ?? '/tmp/keystone-peer'}/fernet-keys`;
+  if (fs.existsSync(peerKeys)) {
+    const provider = new FernetTokenProvider(new FernetKeyRepository(peerKeys, 3), { info() {}, error() {} });
+    provider.reload();
+    const probe: FernetProbe = {};
+    probe.check = async () => {
+      const body = probe.seen!.body.token;
+      const decoded = provider.decode(probe.seen!.token);
+      t.strictSame(decoded.payload.methods, ['openid']);
+      t.equal(decoded.payload.userId, body.user.id);
+      t.strictSame(decoded.payload.scope, {
+        type: 'federated_unscoped',
+        groupIds: decoded.payload.scope.type === 'federated_unscoped' ? decoded.payload.scope.groupIds : [],
+        identityProviderId: body.user['OS-FEDERATION'].identity_provider.id,
+        protocolId: 'openid',
+      });
+      t.strictSame(
+        decoded.payload.scope.type === 'federated_unscoped' ? [...decoded.payload.scope.groupIds].sort() : [],
+        body.user['OS-FEDERATION'].groups.map((group: { id: string }) => group.id).sort(),
+      );
+      const now = Math.floor(Date.now() / 1000);
+      const ours = provider.issue({ ...decoded.payload, auditIds: [newAuditId()], expiresAt: now + 600 }, now);
+      const admin = await call(`${PEER_URL}/v3/auth/tokens`, { method: 'POST', body: passwordAuth({ name: 'admin', domainId: 'default' }, PEER_PASSWORD, { project: { name: 'admin', domain: { id: 'default' } } }) });
+      const validated = await call(`${PEER_URL}/v3/auth/tokens`, { token: admin.token, subject: ours });
+      t.equal(validated.status, 200, 'Keystone validates a federated token made here');
+      t.strictSame(validated.body?.token?.user?.['OS-FEDERATION'], body.user['OS-FEDERATION']);
+      return validated;
+    };
+    await scenario(PEER_URL, PEER_PASSWORD, (claims) => Object.fromEntries(Object.entries(claims).map(([name, value]) => [`OIDC-${name}`, value])), probe);
+  }
   for (const step of Object.keys(keystone)) {
     if (DIFFERENT.has(step)) continue;
     t.strictSame(ours[step], keystone[step], step);
