@@ -9,6 +9,9 @@ import { LimitService } from './limit/limit-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { PolicyStoreService } from './policy-store/policy-store-service.ts';
 import { FederationService } from './federation/federation-service.ts';
+import { FederatedLogin } from './federation/federated-login.ts';
+import { OidcAssertionVerifier } from './federation/oidc/oidc-verifier.ts';
+import type { AssertionVerifier } from './federation/assertion.ts';
 import { DomainConfigService } from './domain-config/domain-config-service.ts';
 import { CREDENTIAL_MAX_ACTIVE_KEYS, CredentialEncryption } from './credential/credential-encryption.ts';
 import { CredentialService } from './credential/credential-service.ts';
@@ -90,6 +93,11 @@ export interface BuildOptions {
    * service (the API and DOMAIN_CONFIG_DIR); tests may hand in a source of their own.
    */
   domainIdentityConfigs?: DomainIdentityConfigSource;
+  /**
+   * What turns a federated login request into a verified assertion (the OIDC verifier; tests hand
+   * in their own). Default: none, so every federated login is a 401.
+   */
+  assertionVerifiers?: readonly AssertionVerifier[];
 }
 
 /** Every service, built once and wired together; the HTTP server on top. */
@@ -357,10 +365,12 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const receipts = new ReceiptService(receiptKeys, resources, clock, config.receiptExpiration, AUTH_METHODS);
     // The totp method reads the user's totp credentials (the credential service is built below).
     const totp = new TotpAuthenticator(identity, (userId: string): Promise<string[]> => credentials.totpSecrets(userId), clock, config.totpIncludedPreviousWindows);
+    const federation = new FederationService(store, resources);
+    const federatedLogin = new FederatedLogin(store, federation, identity, resources, assignments, { remoteIdAttribute: config.federationRemoteIdAttribute });
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts, oauth1, {
       totp,
       receipts,
-    });
+    }, federatedLogin);
     // Credential blobs are encrypted at rest with Keystone's credential keys (created on first start).
     const credentialKeys = new CredentialEncryption(createCredentialKeySource(config, store, log, keyNotices), log, () => clock.now());
     startedParts.push(() => credentialKeys.stop());
@@ -472,7 +482,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       domainConfigs,
       clientCatalog,
       policies: new PolicyStoreService(store, catalog),
-      federation: new FederationService(store, resources),
+      federation,
+      federatedLogin,
+      // Federated logins believe only what a verifier checked itself (OIDC bearer tokens now).
+      assertionVerifiers: options.assertionVerifiers ?? [new OidcAssertionVerifier(config.oidc, { clock, log })],
       credentials,
       tokens,
       tokenProvider,

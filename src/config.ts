@@ -33,6 +33,12 @@ export interface Config {
   oauth1RequestTokenDuration: number;
   /** OAUTH1_ACCESS_TOKEN_DURATION: Keystone's [oauth1] access_token_duration, seconds (0: never expires). */
   oauth1AccessTokenDuration: number;
+  /**
+   * FEDERATION_REMOTE_ID_ATTRIBUTE: Keystone's [federation] remote_id_attribute, the assertion
+   * attribute naming the identity provider when a protocol has no remote_id_attribute of its own
+   * (empty: none, and a protocol without one accepts any provider's assertion, as in Keystone).
+   */
+  federationRemoteIdAttribute: string;
   /** RECEIPT_EXPIRATION: Keystone's [receipt] expiration, the lifetime of an MFA auth receipt (seconds). */
   receiptExpiration: number;
   /** TOTP_INCLUDED_PREVIOUS_WINDOWS: Keystone's [totp] included_previous_windows. */
@@ -407,6 +413,7 @@ export function loadConfig(env: Environment = process.env): Config {
     trustMaxRedelegationCount: integer(env, 'TRUST_MAX_REDELEGATION_COUNT', 3, 0, 1000),
     oauth1RequestTokenDuration: integer(env, 'OAUTH1_REQUEST_TOKEN_DURATION', 28_800, 0, 31_536_000),
     oauth1AccessTokenDuration: integer(env, 'OAUTH1_ACCESS_TOKEN_DURATION', 86_400, 0, 315_360_000),
+    federationRemoteIdAttribute: (env.FEDERATION_REMOTE_ID_ATTRIBUTE ?? '').trim(),
     receiptExpiration: integer(env, 'RECEIPT_EXPIRATION', 300, 1, 86_400),
     totpIncludedPreviousWindows: integer(env, 'TOTP_INCLUDED_PREVIOUS_WINDOWS', 1, 0, 10),
     fernetKeyRepository: path.resolve(env.FERNET_KEY_REPOSITORY || path.join(dataDir, 'fernet-keys')),

@@ -118,8 +118,9 @@ export class AssignmentService {
     return row;
   }
 
-  listRoles(filter: RoleFilter & { ids?: string[] }): Promise<Role[]> {
-    return this.repository.listRoles(this.store.reader(), filter);
+  /** `em`: the caller's transaction (the reader otherwise). */
+  listRoles(filter: RoleFilter & { ids?: string[] }, em: EntityManager = this.store.reader()): Promise<Role[]> {
+    return this.repository.listRoles(em, filter);
   }
 
   createRole(input: RoleInput): Promise<Role> {
@@ -247,6 +248,12 @@ export class AssignmentService {
         await this.repository.insertAssignment(em, { ...grant, inherited: grant.inherited ?? false });
       }
     });
+  }
+
+  /** A grant made in the caller's transaction `em` (a federated login's provisioned projects); one already there is kept. */
+  async grantIn(em: EntityManager, grant: Grant): Promise<void> {
+    await this.assertGrantParties(em, grant, true);
+    if ((await this.findGrant(em, grant)) === null) await this.repository.insertAssignment(em, { ...grant, inherited: grant.inherited ?? false });
   }
 
   async checkGrant(grant: Grant): Promise<void> {
@@ -551,6 +558,50 @@ export class AssignmentService {
     const groupIds = await this.identity.groupIdsOfUser(userId, em);
     const actors: AssignmentQuery['actors'] = [{ type: 'user', ids: [userId] }];
     if (groupIds.length) actors.push({ type: 'group', ids: groupIds });
+    return this.effectiveRolesOfActors(actors, targetType, targetId, em);
+  }
+
+  /**
+   * A federated token's group roles (Keystone's get_roles_for_groups): what these groups hold on
+   * the project (inherited grants included) or domain, with implied roles; none without groups.
+   * Not cached: the validated token that holds them is.
+   */
+  async effectiveRolesOfGroups(groupIds: readonly string[], targetType: 'project' | 'domain', targetId: string): Promise<Role[]> {
+    if (!groupIds.length) return [];
+    return this.effectiveRolesOfActors([{ type: 'group', ids: [...groupIds] }], targetType, targetId, this.store.reader());
+  }
+
+  /** The roles granted on the system to these actors directly (Keystone's list_system_grants_for_*). */
+  async systemGrantRoles(actorType: ActorType, actorIds: readonly string[]): Promise<Role[]> {
+    if (!actorIds.length) return [];
+    const em = this.store.reader();
+    const rows = await this.repository.findAssignments(em, { actors: [{ type: actorType, ids: [...actorIds] }], targets: [{ type: 'system', ids: [SYSTEM_TARGET_ID] }] });
+    if (!rows.length) return [];
+    return this.repository.listRoles(em, { ids: [...new Set(rows.map((row) => row.roleId))] });
+  }
+
+  /**
+   * Projects (or domains) on which these groups hold any role (Keystone's list_projects_for_groups
+   * and list_domains_for_groups): direct grants, and for projects those inherited from a domain or
+   * a parent project.
+   */
+  async targetsOfGroups(groupIds: readonly string[], targetType: 'project' | 'domain'): Promise<string[]> {
+    if (!groupIds.length) return [];
+    const rows = await this.repository.findAssignments(this.store.reader(), { actors: [{ type: 'group', ids: [...groupIds] }] });
+    const targets = new Set<string>();
+    for (const row of rows) {
+      if (targetType === 'domain') {
+        if (row.targetType === 'domain' && !row.inherited) targets.add(row.targetId);
+        continue;
+      }
+      if (row.targetType === 'project' && !row.inherited) targets.add(row.targetId);
+      else if (row.targetType === 'project') for (const project of await this.resources.descendants(row.targetId)) targets.add(project.id);
+      else if (row.targetType === 'domain' && row.inherited) for (const project of await this.resources.listProjects({ domainId: row.targetId })) targets.add(project.id);
+    }
+    return [...targets];
+  }
+
+  private async effectiveRolesOfActors(actors: NonNullable<AssignmentQuery['actors']>, targetType: TargetType, targetId: string, em: EntityManager): Promise<Role[]> {
     let targets: NonNullable<AssignmentQuery['targets']>;
     if (targetType === 'project') {
       const project = await this.resources.findAny(targetId, em);

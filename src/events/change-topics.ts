@@ -103,9 +103,10 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   oauth1_request_token: { write: [] },
   oauth1_access_token: { write: [], delete: ['credential'] },
   oauth1_nonce: { write: [] },
-  // OS-FEDERATION: no cache holds identity providers, mappings, protocols or service providers (each
-  // request reads them); a provider's domain deleted takes them by cascade.
-  identity_provider: { write: [] },
+  // OS-FEDERATION: no cache holds mappings, protocols or service providers (each request reads
+  // them); a provider's domain deleted takes them by cascade. Validated federated tokens hold their
+  // provider's being there and enabled (as trusts are held: the credential topic).
+  identity_provider: { write: ['credential'] },
   idp_remote_ids: { write: [] },
   mapping: { write: [] },
   federation_protocol: { write: [] },

@@ -1,10 +1,12 @@
 import type { EntityManager } from '../store/database.ts';
 import {
+  FederatedUserEntity,
   FederationProtocolEntity,
   IdentityProviderEntity,
   IdpRemoteIdEntity,
   MappingEntity,
   ServiceProviderEntity,
+  type FederatedUserRow,
   type FederationProtocolRow,
   type IdentityProviderRow,
   type MappingRow,
@@ -107,6 +109,22 @@ export class FederationRepository {
   /** Deletes a protocol: its federated users go by foreign-key cascade. */
   async deleteProtocol(em: EntityManager, idpId: string, id: string): Promise<number> {
     return em.nativeDelete(FederationProtocolEntity, { idpId, id });
+  }
+
+  // ---- federated users (shadow users) --------------------------------------------------------
+
+  findFederatedUser(em: EntityManager, idpId: string, protocolId: string, uniqueId: string): Promise<FederatedUserRow | null> {
+    return em.findOne(FederatedUserEntity, { idpId, protocolId, uniqueId });
+  }
+
+  async insertFederatedUser(em: EntityManager, row: Omit<FederatedUserRow, 'id'>): Promise<void> {
+    // The id is the database's (serial).
+    await em.insert(FederatedUserEntity, row as FederatedUserRow);
+  }
+
+  /** Keystone's update_federated_user_display_name: only a changed name is written. */
+  async updateFederatedUserDisplayName(em: EntityManager, idpId: string, protocolId: string, uniqueId: string, displayName: string): Promise<void> {
+    await em.nativeUpdate(FederatedUserEntity, { idpId, protocolId, uniqueId, displayName: { $ne: displayName } }, { displayName });
   }
 
   // ---- service providers ---------------------------------------------------------------------

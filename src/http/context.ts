@@ -24,6 +24,8 @@ import type { ServiceMetrics } from '../metrics/service-metrics.ts';
 import type { CredentialService } from '../credential/credential-service.ts';
 import type { PolicyStoreService } from '../policy-store/policy-store-service.ts';
 import type { FederationService } from '../federation/federation-service.ts';
+import type { FederatedLogin } from '../federation/federated-login.ts';
+import type { AssertionVerifier } from '../federation/assertion.ts';
 import type { LoginThrottle } from '../token/login-throttle.ts';
 import type { TokenProvider } from '../token/token-provider.ts';
 import type { ClientAddressResolver } from './client-address.ts';
@@ -67,6 +69,10 @@ export interface IdentityApi {
   policies: PolicyStoreService;
   /** OS-FEDERATION: identity providers, their protocols, mappings, service providers. */
   federation: FederationService;
+  /** OS-FEDERATION's login (Keystone's mapped plugin): the provider checks, the mapping, the shadow user. */
+  federatedLogin: FederatedLogin;
+  /** What verifies a federated login's request into an assertion (none: every login is a 401). */
+  assertionVerifiers: readonly AssertionVerifier[];
   /** Credentials (/v3/credentials, OS-EC2) and the EC2/S3 signature checks. */
   credentials: CredentialService;
   tokens: TokenService;

@@ -269,8 +269,17 @@ function renderTokenOnce(token: TokenContext): TokenBodyShape {
     body.roles = roles.map((role) => ({ id: role.id, name: role.name, domain_id: role.domainId ?? null, description: role.description ?? null, options: role.options }));
     return body;
   }
-  if (token.scope.type !== 'unscoped') body.roles = token.roles.map((role) => ({ id: role.id, name: role.name }));
+  if (token.roleDetails) {
+    // A scoped federated token: Keystone 22 lists its roles in full (its token model's role dicts).
+    body.roles = token.roleDetails.map((role) => ({ id: role.id, name: role.name, domain_id: role.domainId ?? null, description: role.description ?? null, options: role.options }));
+  } else if (token.scope.type !== 'unscoped') body.roles = token.roles.map((role) => ({ id: role.id, name: role.name }));
   if (token.oauth1) body['OS-OAUTH1'] = { access_token_id: token.oauth1.accessTokenId, consumer_id: token.oauth1.consumerId };
+  if (token.federation) {
+    // Keystone's federated user: its groups, provider and protocol; no password_expires_at.
+    const { groupIds, identityProviderId, protocolId } = token.federation;
+    delete body.user.password_expires_at;
+    body.user['OS-FEDERATION'] = { groups: groupIds.map((id) => ({ id })), identity_provider: { id: identityProviderId }, protocol: { id: protocolId } };
+  }
   return body;
 }
 

@@ -638,7 +638,15 @@ export const TokenBody = Type.Object({
       domain: NamedDomain,
       id: Type.String(),
       name: Type.String(),
-      password_expires_at: nullable(Type.String()),
+      // A federated token's user has none (Keystone removes it).
+      password_expires_at: Type.Optional(nullable(Type.String())),
+      'OS-FEDERATION': Type.Optional(
+        Type.Object({
+          groups: Type.Array(Type.Object({ id: Type.String() })),
+          identity_provider: Type.Object({ id: Type.String() }),
+          protocol: Type.Object({ id: Type.String() }),
+        }),
+      ),
     }),
     audit_ids: Type.Array(Type.String()),
     expires_at: Type.String(),

@@ -226,6 +226,39 @@ export class IdentityService {
       });
   }
 
+  /**
+   * A federated login's shadow user, in the caller's transaction (Keystone's create_federated_user
+   * and the updates of a later login): the user `id` in `domainId`, enabled, without a password,
+   * created when missing; its name (the federated display name) and email brought up to date. A
+   * name another user of the domain holds is Keystone's duplicate-name 409 here (Keystone keeps a
+   * federated user's name apart from local users' names).
+   */
+  async shadowUserIn(em: EntityManager, input: { id: string; domainId: string; name: string; email?: string | undefined }): Promise<User> {
+    const backend = this.repository.backendFor(input.domainId);
+    const writes = this.writesOf(backend);
+    const holder = await backend.findUserByName(em, input.name, input.domainId);
+    if (holder && holder.id !== input.id) throw ConflictError.duplicateName('user', input.name, input.domainId);
+    const found = await backend.findUser(em, input.id);
+    if (!found) {
+      const row = await writes.createUser(em, {
+        id: input.id,
+        domainId: input.domainId,
+        name: input.name,
+        enabled: true,
+        defaultProjectId: null,
+        extra: input.email ? { email: input.email } : {},
+        options: {},
+        createdAt: new Date(this.clock.now()),
+      });
+      return this.toUser(row, undefined);
+    }
+    const changes: UserChanges = {};
+    if (found.name !== input.name) changes.name = input.name;
+    if (input.email && found.extra.email !== input.email) changes.extra = { ...found.extra, email: input.email };
+    const row = Object.keys(changes).length ? await writes.updateUser(em, found, changes) : found;
+    return this.toUser(row, (await backend.currentPasswords(em, [row.id])).get(row.id));
+  }
+
   async updateUser(id: string, patch: UserPatch, setting: PasswordSetting = {}): Promise<User> {
     if (patch.password !== undefined && !setting.generated) this.policy.checkStrength(patch.password);
     const passwordHash = typeof patch.password === 'string' ? await this.hasher.hash(patch.password) : null;

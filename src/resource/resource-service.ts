@@ -122,6 +122,18 @@ export class ResourceService {
     return row;
   }
 
+  /**
+   * The project of this name in the domain, created (enabled, at the domain's root) when there is
+   * none, in the caller's transaction `em`: the projects a federated login's mapping provisions.
+   */
+  async findOrCreateProjectIn(em: EntityManager, name: string, domainId: string): Promise<Project> {
+    const found = await this.projects.findProjectByName(em, name, domainId);
+    if (found) return found;
+    const row = this.newRow({ name, domainId, parentId: domainId, isDomain: false });
+    await this.projects.insert(em, row);
+    return row;
+  }
+
   updateDomain(id: string, patch: DomainPatch): Promise<Domain> {
     return this.store
       .transaction(async (em) => {

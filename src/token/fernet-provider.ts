@@ -6,8 +6,10 @@ import { InvalidTokenPayloadError, PayloadCodec, type ReceiptPayload, type Token
 import type { DecodedToken, TokenProvider } from './token-provider.ts';
 
 /** Keystone's default [auth] methods, in order: the order fixes each method's bit in the token. */
-// `totp` is appended, as a Keystone with MFA configures it: its bit is 64.
-export const AUTH_METHODS = ['external', 'password', 'token', 'oauth1', 'mapped', 'application_credential', 'totp'];
+// `totp` is appended, as a Keystone with MFA configures it: its bit is 64. Then the federated
+// protocols that load Keystone's mapped plugin, `openid` (128) and `saml2` (256): a Keystone whose
+// tokens cross with ours lists [auth] methods in this order.
+export const AUTH_METHODS = ['external', 'password', 'token', 'oauth1', 'mapped', 'application_credential', 'totp', 'openid', 'saml2'];
 
 export type { DecodedToken } from './token-provider.ts';
 

@@ -21,6 +21,32 @@ import type { DomainReference, ScopeRequest, TokenRequest } from './token-reques
 import type { TotpAuthenticator } from './totp.ts';
 import type { ReceiptService } from '../receipt/receipt-service.ts';
 
+/** What a federated token carries of its login (Keystone's OS-FEDERATION). */
+export interface TokenFederation {
+  /** The mapped groups: the token's roles come from their grants (never stored as memberships). */
+  groupIds: string[];
+  identityProviderId: string;
+  protocolId: string;
+}
+
+/**
+ * The federation checks tokens need (federation/federated-login.ts): without them no federated
+ * token is issued, re-scoped or validated.
+ */
+export interface FederatedTokenChecks {
+  /** Keystone's handle_scoped_token: provider enabled (403), mapping and groups still there. */
+  checkRescope(federation: TokenFederation): Promise<void>;
+  /** The provider still exists and is enabled (else its tokens no longer validate). */
+  identityProviderEnabled(idpId: string): Promise<boolean>;
+}
+
+/** Who a federated login authenticated (federation/federated-login.ts): a shadow user with its federation, or a mapped local user. */
+export interface FederatedAuthentication {
+  user: User;
+  protocolId: string;
+  federation?: TokenFederation;
+}
+
 /** The totp method and MFA rules with their receipts; without them neither is offered. */
 export interface MultiFactor {
   totp: Pick<TotpAuthenticator, 'authenticate'>;
@@ -40,6 +66,10 @@ export interface TokenContext {
   user: { id: string; name: string; domainId: string; domainName: string; passwordExpiresAt: Date | null };
   scope: TokenScope;
   roles: { id: string; name: string }[];
+  /** Set for federated tokens (OS-FEDERATION): the login's groups, provider and protocol. */
+  federation?: TokenFederation;
+  /** A scoped federated token's roles in full: Keystone 22 lists them so (as a trust token's). */
+  roleDetails?: Role[];
   /** Set for tokens issued through an OS-OAUTH1 access token. */
   oauth1?: { accessTokenId: string; consumerId: string };
   /** Set for tokens issued to an application credential. */
@@ -81,6 +111,8 @@ export class TokenService {
     /** OS-OAUTH1: the oauth1 method and the access tokens its tokens are validated against. */
     private readonly oauth1?: Pick<OAuth1Service, 'authenticate' | 'findAccessToken'>,
     private readonly mfa?: MultiFactor,
+    /** OS-FEDERATION: federated tokens (issued by a federated login, re-scoped, validated). */
+    private readonly federation?: FederatedTokenChecks,
     cacheSize = 10_000,
   ) {
     // While the database is unreachable, what this node validated before is served (ClusterSync
@@ -110,14 +142,58 @@ export class TokenService {
    * would survive an event later in the same second.
    */
   async authenticate(request: TokenRequest, receipt?: string): Promise<TokenContext> {
+    return this.issuingOnce(() => this.authenticateNow(request, receipt));
+  }
+
+  /**
+   * A federated login's token (Keystone's mapped plugin, then its token issue): for a shadow user an
+   * unscoped federated token (methods [protocol], OS-FEDERATION); for a mapped local user an
+   * ordinary token with methods [protocol], scoped to its default project when it may use it.
+   */
+  async issueFederated(authenticated: FederatedAuthentication): Promise<TokenContext> {
+    return this.issuingOnce(() => this.issueFederatedNow(authenticated));
+  }
+
+  private async issueFederatedNow({ user: shadowed, protocolId, federation }: FederatedAuthentication): Promise<TokenContext> {
+    if (federation && !this.federation) throw new AuthenticationError();
+    const user = await this.identity.findUser(shadowed.id);
+    if (!user?.enabled) throw AuthenticationError.because({ reason: 'The federated user is disabled', code: 401, userId: shadowed.id });
+    const userDomain = await this.resources.findAny(user.domainId);
+    if (!userDomain?.enabled) throw AuthenticationError.because({ reason: "The federated user's domain is disabled", code: 401, userId: user.id });
+    const scope: TokenScope = federation ? { type: 'unscoped' } : await this.resolveScope(user, { type: 'default' });
+    const roles = scope.type === 'unscoped' ? [] : await this.rolesFor(user.id, scope);
+    const methods = [protocolId];
+    const issuedAt = Math.floor(this.clock.now() / 1000) * 1000;
+    const expiresAt = issuedAt + this.expirationSeconds * 1000;
+    const auditIds = [newAuditId()];
+    await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
+    const id = await this.provider.issue(
+      { userId: user.id, methods, expiresAt: expiresAt / 1000, auditIds, scope: federation ? federatedPayloadScope(scope, federation) : payloadScope(scope) },
+      issuedAt / 1000,
+    );
+    return {
+      id,
+      methods,
+      user: tokenUser(user, userDomain.name),
+      scope,
+      roles: roles.map((role) => ({ id: role.id, name: role.name })),
+      ...(federation ? { federation, ...(scope.type === 'unscoped' ? {} : { roleDetails: roles }) } : {}),
+      auditIds,
+      issuedAt,
+      expiresAt,
+    };
+  }
+
+  /** Runs an issue; one refused by an event of its very second runs again in the next (see authenticate). */
+  private async issuingOnce(issue: () => Promise<TokenContext>): Promise<TokenContext> {
     try {
-      return await this.authenticateNow(request, receipt);
+      return await issue();
     } catch (error) {
       if (!(error instanceof RevokedOnIssue)) throw error;
     }
     await this.untilNextSecond();
     try {
-      return await this.authenticateNow(request, receipt);
+      return await issue();
     } catch (error) {
       // Another matching event in the next second too: refused, never a token that will not validate.
       if (error instanceof RevokedOnIssue) throw new AuthenticationError();
@@ -163,6 +239,11 @@ export class TokenService {
         throw ForbiddenError.action('Using a system-scoped token to create a project-scoped or domain-scoped token is not allowed');
       }
       if (isDelegatedMethod(source)) throw ForbiddenError.action('Using a delegated token to create another token is not allowed.');
+      // Keystone's token method hands a federated token to the mapped plugin (handle_scoped_token).
+      if (source.federation) {
+        if (!this.federation) throw new AuthenticationError();
+        await this.federation.checkRescope(source.federation);
+      }
       const sourceUser = await this.identity.findUser(source.user.id);
       if (!sourceUser) throw NotFoundError.tokenNotValidated();
       user = sourceUser;
@@ -188,7 +269,9 @@ export class TokenService {
     if (scopeRequest.type === 'trust') return this.authenticateTrust(user, scopeRequest.trustId, await this.enforceRules(user, ran, receipt), source);
     const scope = await this.resolveScope(user, scopeRequest);
     const used = await this.enforceRules(user, ran, receipt);
-    const roles = scope.type === 'unscoped' ? [] : await this.rolesFor(user.id, scope);
+    // A re-scoped federated token keeps its groups (not for the system, which has no federated payload).
+    const federation = source?.federation && scope.type !== 'system' ? source.federation : undefined;
+    const roles = scope.type === 'unscoped' ? [] : federation ? await this.federatedRoles(user.id, federation, scope) : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw new AuthenticationError();
 
     const methods = used;
@@ -202,7 +285,7 @@ export class TokenService {
       methods,
       expiresAt: expiresAt / 1000,
       auditIds,
-      scope: payloadScope(scope),
+      scope: federation ? federatedPayloadScope(scope, federation) : payloadScope(scope),
     };
     const id = await this.provider.issue(payload, issuedAt / 1000);
     return {
@@ -217,6 +300,7 @@ export class TokenService {
       },
       scope,
       roles: roles.map((role) => ({ id: role.id, name: role.name })),
+      ...(federation ? { federation, ...(scope.type === 'unscoped' ? {} : { roleDetails: roles }) } : {}),
       auditIds,
       issuedAt,
       expiresAt,
@@ -545,6 +629,13 @@ export class TokenService {
     let credential: ApplicationCredential | undefined;
     let accessToken: AccessToken | undefined;
     let trusted: { trust: Trust; roles: Role[]; shown: User; shownDomainName: string } | undefined;
+    let federation: TokenFederation | undefined;
+    if (payload.scope.type === 'federated_unscoped' || payload.scope.type === 'federated_project' || payload.scope.type === 'federated_domain') {
+      const { groupIds, identityProviderId, protocolId } = payload.scope;
+      // A disabled or deleted provider's tokens no longer validate (Keystone: a deleted one's).
+      if (!this.federation || !(await this.federation.identityProviderEnabled(identityProviderId))) throw NotFoundError.tokenNotValidated();
+      federation = { groupIds, identityProviderId, protocolId };
+    }
     switch (payload.scope.type) {
       case 'unscoped':
         scope = { type: 'unscoped' };
@@ -597,14 +688,27 @@ export class TokenService {
         scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
         break;
       }
+      case 'federated_unscoped':
+        scope = { type: 'unscoped' };
+        break;
+      case 'federated_domain': {
+        const domain = await this.resources.findAny(payload.scope.domainId);
+        if (!domain?.isDomain || !domain.enabled) throw NotFoundError.tokenNotValidated();
+        scope = { type: 'domain', domain: { id: domain.id, name: domain.name } };
+        break;
+      }
+      case 'federated_project':
+        scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
+        break;
       default:
-        // Federated tokens are not issued by this service.
         throw NotFoundError.tokenNotValidated();
     }
     const roles =
       scope.type === 'unscoped'
         ? []
-        : trusted
+        : federation
+          ? await this.federatedRoles(user.id, federation, scope)
+          : trusted
           ? trusted.roles
           : credential && scope.type === 'project'
             ? await this.credentialRoles(user.id, scope, credential)
@@ -627,6 +731,7 @@ export class TokenService {
       ...(credential ? { applicationCredential: credentialSummary(credential) } : {}),
       ...(accessToken ? { oauth1: { accessTokenId: accessToken.id, consumerId: accessToken.consumerId } } : {}),
       ...(trusted ? { trust: trustSummary(trusted.trust, trusted.roles) } : {}),
+      ...(federation ? { federation, ...(scope.type === 'unscoped' ? {} : { roleDetails: roles }) } : {}),
       auditIds: payload.auditIds,
       issuedAt: issuedAt * 1000,
       expiresAt,
@@ -717,6 +822,25 @@ export class TokenService {
     };
   }
 
+  /**
+   * A scoped federated token's roles, as Keystone 22's token model computes them
+   * (_get_federated_roles): the token's groups' roles on the project or domain (inherited and
+   * implied ones included), the groups' and the user's system grants, and the user's own roles on
+   * the target; each role once, in that order.
+   */
+  private async federatedRoles(userId: string, federation: TokenFederation, scope: TokenScope): Promise<Role[]> {
+    if (scope.type !== 'project' && scope.type !== 'domain') return this.rolesFor(userId, scope);
+    const targetId = scope.type === 'project' ? scope.project.id : scope.domain.id;
+    const found = [
+      ...(await this.assignments.effectiveRolesOfGroups(federation.groupIds, scope.type, targetId)),
+      ...(await this.assignments.systemGrantRoles('group', federation.groupIds)),
+      ...(await this.assignments.systemGrantRoles('user', [userId])),
+      ...(await this.rolesFor(userId, scope)),
+    ];
+    const seen = new Set<string>();
+    return found.filter((role) => !seen.has(role.id) && seen.add(role.id) !== undefined);
+  }
+
   private rolesFor(userId: string, scope: TokenScope): Promise<Role[]> {
     switch (scope.type) {
       case 'project':
@@ -781,6 +905,19 @@ function payloadScope(scope: TokenScope): TokenPayload['scope'] {
       return { type: 'domain', domainId: scope.domain.id };
     case 'project':
       return { type: 'project', projectId: scope.project.id };
+  }
+}
+
+/** A federated token's payload scope (Keystone's Federated*Payload): unscoped, project or domain. */
+function federatedPayloadScope(scope: TokenScope, federation: TokenFederation): TokenPayload['scope'] {
+  const { groupIds, identityProviderId, protocolId } = federation;
+  switch (scope.type) {
+    case 'project':
+      return { type: 'federated_project', projectId: scope.project.id, groupIds, identityProviderId, protocolId };
+    case 'domain':
+      return { type: 'federated_domain', domainId: scope.domain.id, groupIds, identityProviderId, protocolId };
+    default:
+      return { type: 'federated_unscoped', groupIds, identityProviderId, protocolId };
   }
 }
 

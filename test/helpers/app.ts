@@ -5,6 +5,7 @@ import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApplication, type Application } from '../../src/app.ts';
 import { bootstrap } from '../../src/cli/bootstrap.ts';
+import type { AssertionVerifier } from '../../src/federation/assertion.ts';
 import type { DomainIdentityConfigSource } from '../../src/identity/domain-identity-config.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { ManualClock } from './clock.ts';
@@ -46,6 +47,8 @@ export async function startTestApp(
     databaseUrl?: (url: string) => string;
     /** The domains with an identity back end of their own (test/helpers/domain-configs.ts). */
     domainIdentityConfigs?: DomainIdentityConfigSource;
+    /** What verifies federated logins (test/helpers/federation.ts); none by default. */
+    assertionVerifiers?: readonly AssertionVerifier[];
   } = {},
 ): Promise<TestApp> {
   const database = await createTestDatabase(options.databaseServer);
@@ -66,6 +69,7 @@ export async function startTestApp(
       embeddedDirectory: 'memory',
       logger: options.logger ?? false,
       ...(options.domainIdentityConfigs ? { domainIdentityConfigs: options.domainIdentityConfigs } : {}),
+      ...(options.assertionVerifiers ? { assertionVerifiers: options.assertionVerifiers } : {}),
     });
   } catch (error) {
     await database.drop();

@@ -384,6 +384,10 @@ export const PUBLIC_ROUTES = [
   'POST /v3/users/:user_id/password',
   'POST /v3/OS-OAUTH1/request_token',
   'POST /v3/OS-OAUTH1/access_token',
+  // OS-FEDERATION's login: the request is verified into an assertion, not policy-checked.
+  'GET /v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth',
+  'HEAD /v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth',
+  'POST /v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth',
 ];
 
 /** A row's path reaches a route when each segment is the route's own or fills one of its parameters. */

@@ -93,7 +93,8 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
   for (const path of ['/v3/auth/projects', '/v3/OS-FEDERATION/projects'])
   app.get(path, { schema: { response: { 200: many('projects', ProjectEntity) } } }, async (request) => {
     const auth = authorize(api, request, 'identity:get_auth_projects');
-    const ids = await api.assignments.targetsOfUser(auth.user.id, 'project');
+    // A federated token's groups reach projects too (Keystone: the user's and its groups' projects).
+    const ids = [...new Set([...(await api.assignments.targetsOfUser(auth.user.id, 'project')), ...(await api.assignments.targetsOfGroups(auth.federation?.groupIds ?? [], 'project'))])];
     const projects = ids.length ? await api.resources.listProjects({ ids }) : [];
     return { projects: projects.map((project) => renderProject(request, project)), links: collectionLinks(request) };
   });
@@ -101,7 +102,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
   for (const path of ['/v3/auth/domains', '/v3/OS-FEDERATION/domains'])
   app.get(path, { schema: { response: { 200: many('domains', DomainEntity) } } }, async (request) => {
     const auth = authorize(api, request, 'identity:get_auth_domains');
-    const ids = await api.assignments.targetsOfUser(auth.user.id, 'domain');
+    const ids = [...new Set([...(await api.assignments.targetsOfUser(auth.user.id, 'domain')), ...(await api.assignments.targetsOfGroups(auth.federation?.groupIds ?? [], 'domain'))])];
     const domains = ids.length ? await api.resources.listDomains({ ids }) : [];
     return { domains: domains.map((domain) => renderDomain(request, domain)), links: collectionLinks(request) };
   });
