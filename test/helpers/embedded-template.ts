@@ -26,6 +26,20 @@ function templateKey(): string {
   return hash.digest('hex').slice(0, 16);
 }
 
+/** Templates of other migration sets, untouched for a day (another worktree may be using a recent one). */
+function removeStaleTemplates(current: string): void {
+  const prefix = current.replace(/[0-9a-f]+$/, '');
+  for (const name of fs.readdirSync(os.tmpdir())) {
+    if (!name.startsWith(prefix) || name === current) continue;
+    const directory = path.join(os.tmpdir(), name);
+    try {
+      if (Date.now() - fs.statSync(directory).mtimeMs > 86_400_000) fs.rmSync(directory, { recursive: true, force: true });
+    } catch {
+      // Removed meanwhile by another test file.
+    }
+  }
+}
+
 let template: Promise<string> | undefined;
 
 /** The migrated template directory, made once (atomically: test files run in parallel). */
@@ -34,6 +48,7 @@ function migratedTemplate(): Promise<string> {
     const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
     const final = path.join(os.tmpdir(), `kg-test-pglite-${uid}-${templateKey()}`);
     if (fs.existsSync(path.join(final, 'PG_VERSION'))) return final;
+    removeStaleTemplates(path.basename(final));
     const building = fs.mkdtempSync(`${final}.building-`);
     const directory = path.join(building, 'pglite');
     try {
@@ -67,5 +82,13 @@ export async function migratedEmbeddedDirectory(parent: string): Promise<string>
   const source = await migratedTemplate();
   const target = path.join(parent, 'test-pglite');
   fs.cpSync(source, target, { recursive: true });
+  copies.add(target);
   return target;
 }
+
+// The callers remove their directory at teardown; a copy (~30 MB) whose teardown never ran to its
+// end (an async teardown cut short at exit, a failed close) is removed when the process exits.
+const copies = new Set<string>();
+process.once('exit', () => {
+  for (const copy of copies) fs.rmSync(copy, { recursive: true, force: true });
+});
