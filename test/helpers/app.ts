@@ -10,6 +10,7 @@ import type { DomainIdentityConfigSource } from '../../src/identity/domain-ident
 import { loadConfig, type Config } from '../../src/config.ts';
 import { ManualClock } from './clock.ts';
 import { createTestDatabase } from './database.ts';
+import { migratedEmbeddedDirectory } from './embedded-template.ts';
 
 export const ADMIN_PASSWORD = 'admin-secret';
 export const PUBLIC_URL = 'http://keystone.test:5000';
@@ -33,7 +34,7 @@ interface Teardown {
 }
 
 /**
- * A bootstrapped service on a fresh database (embedded PGlite in memory, or a new PostgreSQL database
+ * A bootstrapped service on a fresh database (embedded PGlite copied from a migrated template, or a new PostgreSQL database
  * when TEST_DATABASE_URL/DATABASE_URL is set), a temporary key repository and a manual clock.
  */
 export async function startTestApp(
@@ -66,7 +67,8 @@ export async function startTestApp(
   try {
     app = await buildApplication(config, {
       clock,
-      embeddedDirectory: 'memory',
+      // Embedded: a copy of an already migrated database (test/helpers/embedded-template.ts).
+      ...(database.url ? {} : { embeddedDirectory: await migratedEmbeddedDirectory(directory) }),
       logger: options.logger ?? false,
       ...(options.domainIdentityConfigs ? { domainIdentityConfigs: options.domainIdentityConfigs } : {}),
       ...(options.assertionVerifiers ? { assertionVerifiers: options.assertionVerifiers } : {}),

@@ -1,21 +1,22 @@
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import t from 'tap';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { debianPython } from '../helpers/debian-packages.ts';
+import { startPythonWorker } from '../helpers/python-worker.ts';
 
 // POST /v3/ec2tokens and /v3/s3tokens: requests signed by botocore (an independent AWS signer,
 // Debian's python3-botocore), checked as Keystone 22 checks them.
 
 const SIGNER = path.join(import.meta.dirname, '../helpers/aws-sign.py');
 const PYTHON = debianPython(['python3-botocore']);
+// One botocore process for the file, asked once per signature.
+const signer = startPythonWorker(t, PYTHON, [SIGNER, '--serve']);
 
 /** The `credentials` body for a request botocore signs at `at` (epoch ms). */
-function sign(mode: 'ec2-v4' | 'ec2-v2' | 's3-v1' | 's3-v4', access: string, secret: string, at: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
+async function sign(mode: 'ec2-v4' | 'ec2-v2' | 's3-v1' | 's3-v4', access: string, secret: string, at: number, extra: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
   const date = new Date(at).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
-  const input = JSON.stringify({ mode, access, secret, date, params: { Action: 'DescribeInstances' }, ...extra });
-  return JSON.parse(execFileSync(PYTHON, [SIGNER], { input, encoding: 'utf8' })) as Record<string, unknown>;
+  return signer.ask<Record<string, unknown>>({ mode, access, secret, date, params: { Action: 'DescribeInstances' }, ...extra });
 }
 
 async function setup(t: Parameters<typeof startTestApp>[0]) {
@@ -30,7 +31,7 @@ const GENERIC_401 = { error: { code: 401, title: 'Unauthorized', message: 'The r
 t.test('ec2tokens: SigV4 and SigV2 from botocore give a project-scoped ec2credential token', async (t) => {
   const { call, clock, access, secret, userId, projectId } = await setup(t);
   for (const mode of ['ec2-v4', 'ec2-v2'] as const) {
-    const answer = await call('POST', '/v3/ec2tokens', { credentials: sign(mode, access, secret, clock.now()) });
+    const answer = await call('POST', '/v3/ec2tokens', { credentials: await sign(mode, access, secret, clock.now()) });
     t.equal(answer.statusCode, 200, mode);
     const subject = String(answer.headers['x-subject-token']);
     t.ok(subject.length > 0, `${mode}: X-Subject-Token`);
@@ -46,22 +47,22 @@ t.test('ec2tokens: SigV4 and SigV2 from botocore give a project-scoped ec2creden
   }
   // The other accepted body names.
   for (const key of ['credential', 'ec2Credentials']) {
-    t.equal((await call('POST', '/v3/ec2tokens', { [key]: sign('ec2-v4', access, secret, clock.now()) })).statusCode, 200, key);
+    t.equal((await call('POST', '/v3/ec2tokens', { [key]: await sign('ec2-v4', access, secret, clock.now()) })).statusCode, 200, key);
   }
   // Clients that sign the host without its port are accepted, as Keystone retries without it.
-  const withoutPort = sign('ec2-v2', access, secret, clock.now(), { host: 'ec2.example.com' });
+  const withoutPort = await sign('ec2-v2', access, secret, clock.now(), { host: 'ec2.example.com' });
   t.equal((await call('POST', '/v3/ec2tokens', { credentials: { ...withoutPort, host: 'ec2.example.com:8773' } })).statusCode, 200);
 });
 
 t.test('ec2tokens: what Keystone refuses', async (t) => {
   const test = await setup(t);
   const { call, clock, access, secret, login } = test;
-  const good = sign('ec2-v4', access, secret, clock.now());
+  const good = await sign('ec2-v4', access, secret, clock.now());
 
   const badSignature = await call('POST', '/v3/ec2tokens', { credentials: { ...good, signature: '0'.repeat(64) } });
   t.equal(badSignature.statusCode, 401);
   t.same(badSignature.json(), GENERIC_401);
-  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, 'wrong-secret', clock.now()) })).statusCode, 401, 'signed with another secret');
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', access, 'wrong-secret', clock.now()) })).statusCode, 401, 'signed with another secret');
   const tampered = { ...good, params: { Action: 'TerminateInstances' } };
   t.equal((await call('POST', '/v3/ec2tokens', { credentials: tampered })).statusCode, 401, 'a changed request');
   const { signature: _signature, ...unsigned } = good;
@@ -84,54 +85,54 @@ t.test('ec2tokens: what Keystone refuses', async (t) => {
   t.same((await call('POST', '/v3/ec2tokens', { credentials: good })).json(), GENERIC_401, 'expired');
 
   // Only an admin or a service asks (Keystone 22's ec2tokens_validate); no token: 401.
-  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) }, null)).statusCode, 401);
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', access, secret, clock.now()) }, null)).statusCode, 401);
   const project = (await call('POST', '/v3/projects', { project: { name: 'p-ec2', domain_id: 'default' } })).json().project;
   const user = (await call('POST', '/v3/users', { user: { name: 'u-ec2', password: 'pw-secret-1', domain_id: 'default' } })).json().user;
   const memberRole = (await call('GET', '/v3/roles?name=member')).json().roles[0];
   await call('PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${memberRole.id}`);
   const memberToken = (await login({ id: user.id }, 'pw-secret-1', { project: { id: project.id } })).token;
-  const denied = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) }, memberToken);
+  const denied = await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', access, secret, clock.now()) }, memberToken);
   t.equal(denied.statusCode, 403);
   t.equal(denied.json().error.message, 'You are not authorized to perform the requested action: identity:ec2tokens_validate.');
 
   // A user's credential on a project where they hold no role: "User not valid for project." (401).
   const other = (await call('POST', '/v3/projects', { project: { name: 'p-norole', domain_id: 'default' } })).json().project;
   const userCredential = (await call('POST', `/v3/users/${user.id}/credentials/OS-EC2`, { tenant_id: other.id })).json().credential;
-  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', userCredential.access, userCredential.secret, clock.now()) })).statusCode, 401);
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', userCredential.access, userCredential.secret, clock.now()) })).statusCode, 401);
   // A disabled user: 401.
   const ownCredential = (await call('POST', `/v3/users/${user.id}/credentials/OS-EC2`, { tenant_id: project.id })).json().credential;
-  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', ownCredential.access, ownCredential.secret, clock.now()) })).statusCode, 200);
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', ownCredential.access, ownCredential.secret, clock.now()) })).statusCode, 200);
   await call('PATCH', `/v3/users/${user.id}`, { user: { enabled: false } });
-  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', ownCredential.access, ownCredential.secret, clock.now()) })).statusCode, 401);
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', ownCredential.access, ownCredential.secret, clock.now()) })).statusCode, 401);
 
   // A credential of another type under the same id is not an EC2 credential.
   const certAccess = 'cert-access';
   await call('POST', '/v3/credentials', { credential: { type: 'EC2', blob: JSON.stringify({ access: certAccess, secret: 's' }), user_id: test.userId } });
-  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', certAccess, 's', clock.now()) })).statusCode, 401);
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', certAccess, 's', clock.now()) })).statusCode, 401);
 });
 
 t.test('ec2tokens: deleting the credential stops new tokens but revokes none (as Keystone)', async (t) => {
   const { call, clock, access, secret, userId } = await setup(t);
-  const issued = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) });
+  const issued = await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', access, secret, clock.now()) });
   const subject = String(issued.headers['x-subject-token']);
   t.equal((await call('DELETE', `/v3/users/${userId}/credentials/OS-EC2/${access}`)).statusCode, 204);
   t.equal((await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': subject })).statusCode, 200, 'the token still validates');
-  t.equal((await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) })).statusCode, 404);
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', access, secret, clock.now()) })).statusCode, 404);
 });
 
 t.test('s3tokens: SigV4 (s3 scope) and HMAC-SHA1 v1 strings to sign from botocore', async (t) => {
   const { call, clock, access, secret, projectId } = await setup(t);
   for (const mode of ['s3-v4', 's3-v1'] as const) {
-    const answer = await call('POST', '/v3/s3tokens', { credentials: sign(mode, access, secret, clock.now(), { path: '/bucket/key', host: 's3.example.com' }) });
+    const answer = await call('POST', '/v3/s3tokens', { credentials: await sign(mode, access, secret, clock.now(), { path: '/bucket/key', host: 's3.example.com' }) });
     t.equal(answer.statusCode, 200, mode);
     t.equal(answer.headers['x-subject-token'], undefined, 'no X-Subject-Token, as Keystone');
     t.same(answer.json().token.methods, ['ec2credential']);
     t.equal(answer.json().token.project.id, projectId);
-    const wrong = await call('POST', '/v3/s3tokens', { credentials: sign(mode, access, 'other-secret', clock.now(), { path: '/bucket/key', host: 's3.example.com' }) });
+    const wrong = await call('POST', '/v3/s3tokens', { credentials: await sign(mode, access, 'other-secret', clock.now(), { path: '/bucket/key', host: 's3.example.com' }) });
     t.same(wrong.json(), GENERIC_401, `${mode}: another secret`);
   }
   // A version 4 string to sign must be for s3.
-  const ec2Scoped = sign('ec2-v4', access, secret, clock.now());
+  const ec2Scoped = await sign('ec2-v4', access, secret, clock.now());
   const stringToSign = ['AWS4-HMAC-SHA256', '20261127T000000Z', '20261127/RegionOne/ec2/aws4_request', 'x'].join('\n');
   t.equal((await call('POST', '/v3/s3tokens', { credentials: { access, signature: ec2Scoped.signature, token: Buffer.from(stringToSign).toString('base64url') } })).statusCode, 401);
   t.equal((await call('POST', '/v3/s3tokens', { credentials: { access, signature: 'x' } })).statusCode, 401, 'no token: 401, never a 500');
