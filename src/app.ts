@@ -9,6 +9,8 @@ import { LimitService } from './limit/limit-service.ts';
 import { CatalogService } from './catalog/catalog-service.ts';
 import { PolicyStoreService } from './policy-store/policy-store-service.ts';
 import { FederationService } from './federation/federation-service.ts';
+import { SamlIdentityProvider } from './federation/saml/saml-idp.ts';
+import { loadSigningKeys } from './federation/saml/signing-keys.ts';
 import { DomainConfigService } from './domain-config/domain-config-service.ts';
 import { CREDENTIAL_MAX_ACTIVE_KEYS, CredentialEncryption } from './credential/credential-encryption.ts';
 import { CredentialService } from './credential/credential-service.ts';
@@ -180,6 +182,8 @@ function answerOnSocket(socket: Duplex, status: number, message: string, extraHe
 /** The composition root: opens the store, runs migrations, builds each service once. */
 export async function buildApplication(config: Config, options: BuildOptions = {}): Promise<Application> {
   const clock = options.clock ?? systemClock;
+  // SAML signing keys: read and checked before anything starts (a bad file stops the start).
+  const samlKeys = config.saml.certFile && config.saml.keyFile ? loadSigningKeys(config.saml.certFile, config.saml.keyFile) : undefined;
   const store = await Store.open({
     databaseUrl: config.databaseUrl,
     embeddedDirectory: options.embeddedDirectory ?? embeddedDirectoryOf(config.dataDir),
@@ -458,6 +462,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       database: () => ({ reachable: store.health.reachable, partitions: store.health.partitions }),
     });
 
+    const federation = new FederationService(store, resources);
     const api: IdentityApi = {
       config,
       resources,
@@ -472,7 +477,8 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       domainConfigs,
       clientCatalog,
       policies: new PolicyStoreService(store, catalog),
-      federation: new FederationService(store, resources),
+      federation,
+      saml: new SamlIdentityProvider({ settings: config.saml, keys: samlKeys, clock, federation, tokens, identity, resources }),
       credentials,
       tokens,
       tokenProvider,

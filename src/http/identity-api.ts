@@ -19,6 +19,7 @@ import { registerPolicyRoutes } from './routes/policies.ts';
 import { registerCredentialRoutes } from './routes/credentials.ts';
 import { registerEndpointFilterRoutes } from './routes/endpoint-filter.ts';
 import { registerFederationRoutes } from './routes/federation.ts';
+import { registerSamlIdpRoutes } from './routes/saml-idp.ts';
 import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
@@ -229,6 +230,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerApplicationCredentialRoutes(app, api);
   registerTrustRoutes(app, api);
   registerFederationRoutes(app, api);
+  registerSamlIdpRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   registerApiDocsRoutes(app, routes);
   return routes;
