@@ -384,6 +384,10 @@ export const PUBLIC_ROUTES = [
   'POST /v3/users/:user_id/password',
   'POST /v3/OS-OAUTH1/request_token',
   'POST /v3/OS-OAUTH1/access_token',
+  // K2K (SAML identity provider): unenforced in Keystone; the body's token is checked
+  'GET /v3/OS-FEDERATION/saml2/metadata',
+  'POST /v3/auth/OS-FEDERATION/saml2',
+  'POST /v3/auth/OS-FEDERATION/saml2/ecp',
 ];
 
 /** A row's path reaches a route when each segment is the route's own or fills one of its parameters. */

@@ -6,24 +6,13 @@ import type { SamlIdpConfig } from '../../config.ts';
 import type { IdentityService } from '../../identity/identity-service.ts';
 import type { ResourceService } from '../../resource/resource-service.ts';
 import type { Clock } from '../../support/clock.ts';
-import { ForbiddenError } from '../../support/errors.ts';
+import { ForbiddenError, NotFoundError } from '../../support/errors.ts';
 import { newId } from '../../support/ids.ts';
 import type { TokenService } from '../../token/token-service.ts';
 import type { FederationService, ServiceProvider } from '../federation-service.ts';
 import { groupAttributeValue, signedEcpEnvelope, signedResponse, type AssertionRequest } from './assertion.ts';
 import { idpMetadata } from './metadata.ts';
 import type { SamlSigningKeys } from './signing-keys.ts';
-
-/**
- * Keystone's MetadataFileError: GET /v3/OS-FEDERATION/saml2/metadata without SAML configured (Keystone
- * cannot read its idp_metadata_path). An unexpected error: a 500 with the generic text, logged.
- */
-export class SamlMetadataError extends Error {
-  override name = 'SamlMetadataError';
-  constructor(reason: string) {
-    super(`Error while reading metadata file: ${reason}.`);
-  }
-}
 
 /** Keystone's SAMLSigningError: an assertion asked for without signing keys (500, generic text, logged). */
 export class SamlSigningError extends Error {
@@ -33,6 +22,7 @@ export class SamlSigningError extends Error {
   }
 }
 
+const METADATA_NOT_CONFIGURED = 'Could not find the SAML identity provider metadata: SAML is not configured on this server.';
 const NOT_CONFIGURED = 'SAML is not configured (SAML_CERTFILE, SAML_KEYFILE, SAML_IDP_ENTITY_ID)';
 
 export interface SamlIdpDependencies {
@@ -67,9 +57,13 @@ export class SamlIdentityProvider {
     return this.deps.keys !== undefined;
   }
 
-  /** The IdP metadata, as `keystone-manage saml_idp_metadata` prints it (with its newline). */
+  /**
+   * The IdP metadata, as `keystone-manage saml_idp_metadata` prints it (with its newline). Without
+   * SAML configured Keystone answers 500 (MetadataFileError: no idp_metadata_path file); this public,
+   * unauthenticated route answers 404 instead, so anonymous requests cannot fill the error log.
+   */
   metadata(): string {
-    if (this.metadataXml === undefined) throw new SamlMetadataError(NOT_CONFIGURED);
+    if (this.metadataXml === undefined) throw new NotFoundError(METADATA_NOT_CONFIGURED);
     return this.metadataXml;
   }
 
