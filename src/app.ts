@@ -12,6 +12,8 @@ import { FederationService } from './federation/federation-service.ts';
 import { FederatedLogin } from './federation/federated-login.ts';
 import { OidcAssertionVerifier } from './federation/oidc/oidc-verifier.ts';
 import type { AssertionVerifier } from './federation/assertion.ts';
+import { SamlIdentityProvider } from './federation/saml/saml-idp.ts';
+import { loadSigningKeys } from './federation/saml/signing-keys.ts';
 import { DomainConfigService } from './domain-config/domain-config-service.ts';
 import { CREDENTIAL_MAX_ACTIVE_KEYS, CredentialEncryption } from './credential/credential-encryption.ts';
 import { CredentialService } from './credential/credential-service.ts';
@@ -188,6 +190,8 @@ function answerOnSocket(socket: Duplex, status: number, message: string, extraHe
 /** The composition root: opens the store, runs migrations, builds each service once. */
 export async function buildApplication(config: Config, options: BuildOptions = {}): Promise<Application> {
   const clock = options.clock ?? systemClock;
+  // SAML signing keys: read and checked before anything starts (a bad file stops the start).
+  const samlKeys = config.saml.certFile && config.saml.keyFile ? loadSigningKeys(config.saml.certFile, config.saml.keyFile) : undefined;
   const store = await Store.open({
     databaseUrl: config.databaseUrl,
     embeddedDirectory: options.embeddedDirectory ?? embeddedDirectoryOf(config.dataDir),
@@ -486,6 +490,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       federatedLogin,
       // Federated logins believe only what a verifier checked itself (OIDC bearer tokens now).
       assertionVerifiers: options.assertionVerifiers ?? [new OidcAssertionVerifier(config.oidc, { clock, log })],
+      saml: new SamlIdentityProvider({ settings: config.saml, keys: samlKeys, clock, federation, tokens, identity, resources }),
       credentials,
       tokens,
       tokenProvider,

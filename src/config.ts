@@ -126,6 +126,8 @@ export interface Config {
   workerHeap: WorkerHeap;
   /** OIDC_*: the native OpenID Connect verifier of federated logins (src/federation/oidc/). */
   oidc: OidcSettings;
+  /** Keystone's [saml] section: this service as a SAML 2.0 identity provider (K2K); off without key files. */
+  saml: SamlIdpConfig;
 }
 
 /** How bearer tokens of OpenID Providers are verified on a federated login (OIDC_* settings). */
@@ -155,6 +157,30 @@ export interface OidcSettings {
 export interface OidcClientCredentials {
   clientId: string;
   clientSecret: string;
+}
+
+/** SAML_*: Keystone's [saml] options (src/federation/saml/). */
+export interface SamlIdpConfig {
+  /** SAML_CERTFILE and SAML_KEYFILE (PEM): both or neither; neither means SAML is not configured. */
+  certFile: string | undefined;
+  keyFile: string | undefined;
+  /** SAML_IDP_ENTITY_ID, SAML_IDP_SSO_ENDPOINT: required with the key files. */
+  entityId: string | undefined;
+  ssoEndpoint: string | undefined;
+  lang: string;
+  organizationName: string;
+  organizationDisplayName: string;
+  organizationUrl: string;
+  contactCompany: string;
+  contactName: string;
+  contactSurname: string;
+  contactEmail: string;
+  contactTelephone: string;
+  contactType: 'technical' | 'support' | 'administrative' | 'billing' | 'other';
+  /** SAML_ASSERTION_EXPIRATION_TIME: seconds an assertion is valid (NotOnOrAfter), Keystone's default 3600. */
+  assertionExpirationTime: number;
+  /** SAML_SIGNATURE_ALGORITHM: rsa-sha256 (default) or rsa-sha1 (what Keystone 22's xmlsec1 template uses). */
+  signatureAlgorithm: 'rsa-sha256' | 'rsa-sha1';
 }
 
 /** V8 heap limits for cluster workers, in MB (0: node's default). */
@@ -377,6 +403,57 @@ function introspectionClients(env: Environment): Record<string, OidcClientCreden
   return clients;
 }
 
+const SAML_CONTACT_TYPES = ['technical', 'support', 'administrative', 'billing', 'other'] as const;
+
+/** A URI setting (Keystone's URIOpt): any scheme, parsed by WHATWG URL. */
+function uri(env: Environment, name: string, maxLength = 8192): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  if (raw.length > maxLength) throw new ConfigError(`${name} must be at most ${maxLength} characters`);
+  try {
+    new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} is not a valid URI: '${raw}'`);
+  }
+  return raw;
+}
+
+function samlIdp(env: Environment): SamlIdpConfig {
+  const certFile = env.SAML_CERTFILE ? path.resolve(env.SAML_CERTFILE) : undefined;
+  const keyFile = env.SAML_KEYFILE ? path.resolve(env.SAML_KEYFILE) : undefined;
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new ConfigError(`SAML_CERTFILE and SAML_KEYFILE go together: ${certFile ? 'SAML_KEYFILE' : 'SAML_CERTFILE'} is missing`);
+  }
+  const entityId = uri(env, 'SAML_IDP_ENTITY_ID', 1024);
+  const ssoEndpoint = uri(env, 'SAML_IDP_SSO_ENDPOINT');
+  if (certFile && !entityId) throw new ConfigError('SAML_IDP_ENTITY_ID is required with SAML_CERTFILE and SAML_KEYFILE');
+  if (certFile && !ssoEndpoint) throw new ConfigError('SAML_IDP_SSO_ENDPOINT is required with SAML_CERTFILE and SAML_KEYFILE');
+  const contactType = env.SAML_IDP_CONTACT_TYPE || 'other';
+  if (!(SAML_CONTACT_TYPES as readonly string[]).includes(contactType)) {
+    throw new ConfigError(`SAML_IDP_CONTACT_TYPE must be one of ${SAML_CONTACT_TYPES.join(', ')}, got '${contactType}'`);
+  }
+  const algorithm = (env.SAML_SIGNATURE_ALGORITHM || 'rsa-sha256').toLowerCase();
+  if (algorithm !== 'rsa-sha256' && algorithm !== 'rsa-sha1') throw new ConfigError(`SAML_SIGNATURE_ALGORITHM must be rsa-sha256 or rsa-sha1, got '${algorithm}'`);
+  return {
+    certFile,
+    keyFile,
+    entityId,
+    ssoEndpoint,
+    lang: env.SAML_IDP_LANG || 'en',
+    organizationName: env.SAML_IDP_ORGANIZATION_NAME ?? 'SAML Identity Provider',
+    organizationDisplayName: env.SAML_IDP_ORGANIZATION_DISPLAY_NAME ?? 'OpenStack SAML Identity Provider',
+    organizationUrl: uri(env, 'SAML_IDP_ORGANIZATION_URL') ?? 'https://example.com/',
+    contactCompany: env.SAML_IDP_CONTACT_COMPANY ?? 'Example, Inc.',
+    contactName: env.SAML_IDP_CONTACT_NAME ?? 'SAML Identity Provider Support',
+    contactSurname: env.SAML_IDP_CONTACT_SURNAME ?? 'Support',
+    contactEmail: env.SAML_IDP_CONTACT_EMAIL ?? 'support@example.com',
+    contactTelephone: env.SAML_IDP_CONTACT_TELEPHONE ?? '+1 800 555 0100',
+    contactType: contactType as SamlIdpConfig['contactType'],
+    assertionExpirationTime: integer(env, 'SAML_ASSERTION_EXPIRATION_TIME', 3600, 1, 31_536_000),
+    signatureAlgorithm: algorithm,
+  };
+}
+
 /** The checkout the service runs from (policies/ lives there by default). */
 const projectRoot = path.resolve(import.meta.dirname, '..');
 
@@ -473,5 +550,6 @@ export function loadConfig(env: Environment = process.env): Config {
       maxSemiSpaceMb: integer(env, 'WORKER_MAX_SEMI_SPACE_MB', 0, 0, 1024),
     },
     oidc: oidcSettings(env),
+    saml: samlIdp(env),
   };
 }

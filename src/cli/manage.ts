@@ -59,6 +59,12 @@ Commands (configuration comes from the same environment variables as the service
   mapping_engine --rules FILE --input FILE [--prefix PREFIX] [--engine-debug]
                   run the federation mapping engine on a mapping's rules and an assertion
                   ("name: value" lines) and print the mapped properties (keystone-manage's)
+  saml_setup [--days N]
+                  create the SAML identity provider's signing key (SAML_KEYFILE) and self-signed
+                  certificate (SAML_CERTFILE, N days, default 3650) with openssl, unless both exist
+  saml_idp_metadata
+                  print the identity provider's metadata (keystone-manage's): SAML_IDP_ENTITY_ID,
+                  SAML_IDP_SSO_ENDPOINT, the SAML_IDP_* organisation and contact, SAML_CERTFILE
 `;
 
 const POLICY_USAGE = `Usage:
@@ -224,6 +230,27 @@ const commands: Record<string, Command> = {
       if (error instanceof MappingEngineUsageError) throw new UsageError(error.message, MAPPING_ENGINE_USAGE);
       const failure = mappingEngineFailure(error);
       if (failure) throw new ConfigError(failure);
+      throw error;
+    }
+  },
+  async saml_setup(config, args) {
+    const { values } = parseArgs({ args, options: { days: { type: 'string', default: '3650' } }, strict: true });
+    const days = Number(values.days);
+    if (!/^\d+$/.test(values.days) || days < 1 || days > 36_500) throw new UsageError('--days must be a whole number of days (1 to 36500)', USAGE);
+    const { samlSetup, SamlCommandError } = await import('./saml.ts');
+    try {
+      console.log(await samlSetup(config, { days }));
+    } catch (error) {
+      if (error instanceof SamlCommandError) throw new ConfigError(error.message);
+      throw error;
+    }
+  },
+  async saml_idp_metadata(config) {
+    const { samlIdpMetadata, SamlCommandError } = await import('./saml.ts');
+    try {
+      console.log(samlIdpMetadata(config));
+    } catch (error) {
+      if (error instanceof SamlCommandError) throw new ConfigError(error.message);
       throw error;
     }
   },

@@ -23,6 +23,7 @@ import { DEFAULT_DOMAIN_ID, type ResourceService } from '../resource/resource-se
 import type { ServiceMetrics } from '../metrics/service-metrics.ts';
 import type { CredentialService } from '../credential/credential-service.ts';
 import type { PolicyStoreService } from '../policy-store/policy-store-service.ts';
+import type { SamlIdentityProvider } from '../federation/saml/saml-idp.ts';
 import type { FederationService } from '../federation/federation-service.ts';
 import type { FederatedLogin } from '../federation/federated-login.ts';
 import type { AssertionVerifier } from '../federation/assertion.ts';
@@ -73,6 +74,8 @@ export interface IdentityApi {
   federatedLogin: FederatedLogin;
   /** What verifies a federated login's request into an assertion (none: every login is a 401). */
   assertionVerifiers: readonly AssertionVerifier[];
+  /** Keystone-to-Keystone: this service as SAML identity provider (metadata, signed assertions). */
+  saml: SamlIdentityProvider;
   /** Credentials (/v3/credentials, OS-EC2) and the EC2/S3 signature checks. */
   credentials: CredentialService;
   tokens: TokenService;

@@ -20,6 +20,7 @@ import { registerCredentialRoutes } from './routes/credentials.ts';
 import { registerEndpointFilterRoutes } from './routes/endpoint-filter.ts';
 import { registerFederationRoutes } from './routes/federation.ts';
 import { registerFederationAuthRoutes } from './routes/federation-auth.ts';
+import { registerSamlIdpRoutes } from './routes/saml-idp.ts';
 import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
@@ -231,6 +232,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerTrustRoutes(app, api);
   registerFederationRoutes(app, api);
   registerFederationAuthRoutes(app, api);
+  registerSamlIdpRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   registerApiDocsRoutes(app, routes);
   return routes;

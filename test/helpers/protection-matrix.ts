@@ -388,6 +388,10 @@ export const PUBLIC_ROUTES = [
   'GET /v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth',
   'HEAD /v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth',
   'POST /v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth',
+  // K2K (SAML identity provider): unenforced in Keystone; the body's token is checked
+  'GET /v3/OS-FEDERATION/saml2/metadata',
+  'POST /v3/auth/OS-FEDERATION/saml2',
+  'POST /v3/auth/OS-FEDERATION/saml2/ecp',
 ];
 
 /** A row's path reaches a route when each segment is the route's own or fills one of its parameters. */

@@ -165,7 +165,7 @@ t.test('ec2tokens: a credential that names a trust gives a trust-scoped token wi
     // The trust's token shows the trustor when it impersonates: the credential may be the trustor's then.
     const owner = impersonation ? trustor : trustee;
     const signed = await credentialNaming(owner, trustId, `trusted-${impersonation}`);
-    const answer = await call('POST', '/v3/ec2tokens', { credentials: signed(clock.now()) });
+    const answer = await call('POST', '/v3/ec2tokens', { credentials: await signed(clock.now()) });
     t.equal(answer.statusCode, 200, `impersonation ${impersonation}`);
     const body = answer.json().token;
     t.same(body.methods, ['ec2credential']);
@@ -180,7 +180,7 @@ t.test('ec2tokens: a credential that names a trust gives a trust-scoped token wi
 
     // Deleting the trust: the credential gives no token any more (Keystone: the trust's 404).
     t.equal((await call('DELETE', `/v3/OS-TRUST/trusts/${trustId}`)).statusCode, 204);
-    const gone = await call('POST', '/v3/ec2tokens', { credentials: signed(clock.now()) });
+    const gone = await call('POST', '/v3/ec2tokens', { credentials: await signed(clock.now()) });
     t.equal(gone.statusCode, 404);
     t.equal(gone.json().error.message, `Could not find trust: ${trustId}.`);
   }
@@ -188,10 +188,10 @@ t.test('ec2tokens: a credential that names a trust gives a trust-scoped token wi
   // A trust named in the blob of someone who is not its trustee (nor the trustor it impersonates) delegates nothing.
   const trustId = await makeTrust(false);
   const forged = await credentialNaming(stranger, trustId, 'forged');
-  const refused = await call('POST', '/v3/ec2tokens', { credentials: forged(clock.now()) });
+  const refused = await call('POST', '/v3/ec2tokens', { credentials: await forged(clock.now()) });
   t.equal(refused.statusCode, 403);
   const trustorsOwn = await credentialNaming(trustor, trustId, 'not-impersonated');
-  t.equal((await call('POST', '/v3/ec2tokens', { credentials: trustorsOwn(clock.now()) })).statusCode, 403, 'the trustor, when the trust does not impersonate');
+  t.equal((await call('POST', '/v3/ec2tokens', { credentials: await trustorsOwn(clock.now()) })).statusCode, 403, 'the trustor, when the trust does not impersonate');
 
   // The trust's own token makes no credential (Keystone's security fix: a delegation never mints one).
   const trustToken = (await login({ id: trustee }, 'Pw-2', { 'OS-TRUST:trust': { id: trustId } })).token;
@@ -202,7 +202,7 @@ t.test('ec2tokens: a credential that names a trust gives a trust-scoped token wi
 
 t.test('an EC2 signature\'s token is refused by the identity API (Keystone: "EC2 credential tokens cannot be used for authorization")', async (t) => {
   const { call, clock, access, secret, userId, projectId } = await setup(t);
-  const issued = await call('POST', '/v3/ec2tokens', { credentials: sign('ec2-v4', access, secret, clock.now()) });
+  const issued = await call('POST', '/v3/ec2tokens', { credentials: await sign('ec2-v4', access, secret, clock.now()) });
   const token = String(issued.headers['x-subject-token']);
   for (const [method, url] of [['GET', `/v3/users/${userId}`], ['GET', '/v3/auth/catalog'], ['GET', `/v3/projects/${projectId}`]] as const) {
     const answer = await call(method, url, undefined, token);
