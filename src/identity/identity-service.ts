@@ -607,6 +607,8 @@ export class IdentityService {
     await this.store.transaction(async (em) => {
       await this.assertMembership(em, groupId, userId);
       await this.writesOf(await this.repository.resolve(groupId, em)).removeMember(em, userId, groupId);
+      // Keystone's remove_user_from_group persists a revocation event for the user: every token dies.
+      await this.revocations.record(em, { userId });
       await this.accessEpoch?.bump(em);
     });
   }

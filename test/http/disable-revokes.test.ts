@@ -168,3 +168,29 @@ t.test('the gateway refuses a cached token once its project is disabled, and aft
   const fresh = await w.testApp.login({ name: 'gw-member', domain: { id: 'default' } }, 'Pw-1', { project: { id: w.projectId } });
   t.equal((await rawRequest(w.port, { path, headers: { 'x-auth-token': fresh.token } })).status, 200, 'a new token is forwarded');
 });
+
+t.test('removing a user from a group revokes every token of the user, as Keystone does', async (t) => {
+  const app = await startTestApp(t);
+  const { call, login, clock } = app;
+  const member = await roleId(app, 'member');
+  const project = (await call('POST', '/v3/projects', { project: { name: 'grp-p' } })).json().project;
+  const elsewhere = (await call('POST', '/v3/projects', { project: { name: 'grp-elsewhere' } })).json().project;
+  const user = (await call('POST', '/v3/users', { user: { name: 'grp-u', password: 'Pw-1' } })).json().user;
+  const group = (await call('POST', '/v3/groups', { group: { name: 'grp-g' } })).json().group;
+  await call('PUT', `/v3/groups/${group.id}/users/${user.id}`);
+  await call('PUT', `/v3/projects/${project.id}/groups/${group.id}/roles/${member}`);
+  // A direct grant elsewhere: Keystone's event names the user, so that token dies too.
+  await call('PUT', `/v3/projects/${elsewhere.id}/users/${user.id}/roles/${member}`);
+  const viaGroup = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
+  const direct = (await login({ id: user.id }, 'Pw-1', { project: { id: elsewhere.id } })).token;
+  t.equal(await validate(app, viaGroup), 200);
+  t.equal(await validate(app, direct), 200);
+
+  clock.advance(1000);
+  t.equal((await call('DELETE', `/v3/groups/${group.id}/users/${user.id}`)).statusCode, 204);
+  t.equal(await validate(app, viaGroup), 404, 'the token of the group grant');
+  t.equal(await validate(app, direct), 404, 'and every other token of the user (a revocation event for the user)');
+  t.ok((await revocationEvents(app)).some((event) => event.user_id === user.id), 'OS-REVOKE lists the event');
+  clock.advance(1000);
+  t.equal((await login({ id: user.id }, 'Pw-1', { project: { id: elsewhere.id } })).status, 201, 'a new login is good');
+});

@@ -77,13 +77,18 @@ t.test('with SAML configured', async (t) => {
       (await app.call('POST', '/v3/groups', { group: { name: 'ops', domain_id: 'default' } })).json().group.id,
       (await app.call('POST', '/v3/groups', { group: { name: 'auditors', domain_id: domain.json().domain.id } })).json().group.id,
     ];
-    const admin = (await app.call('GET', '/v3/users?name=admin')).json().users[0].id;
-    for (const group of groups) t.equal((await app.call('PUT', `/v3/groups/${group}/users/${admin}`)).statusCode, 204);
-    const response = await post(app, '/v3/auth/OS-FEDERATION/saml2', samlBody(app.adminToken, 'sp1'));
+    // A user of its own: leaving a group revokes the user's tokens (as Keystone), so not the admin.
+    const user = (await app.call('POST', '/v3/users', { user: { name: 'saml-grouped', password: 'Grouped-1' } })).json().user.id as string;
+    const project = (await app.call('GET', '/v3/projects?name=admin')).json().projects[0].id as string;
+    const member = (await app.call('GET', '/v3/roles?name=member')).json().roles[0].id as string;
+    t.equal((await app.call('PUT', `/v3/projects/${project}/users/${user}/roles/${member}`)).statusCode, 204);
+    for (const group of groups) t.equal((await app.call('PUT', `/v3/groups/${group}/users/${user}`)).statusCode, 204);
+    const token = (await app.login({ id: user }, 'Grouped-1', { project: { id: project } })).token;
+    const response = await post(app, '/v3/auth/OS-FEDERATION/saml2', samlBody(token, 'sp1'));
     t.equal(response.statusCode, 200);
     t.same([...samlAttributes(response.body).openstack_groups!].sort(), ['JSON:{"name": "auditors", "domain": {"name": "D2"}}', 'JSON:{"name": "ops", "domain": {"name": "Default"}}']);
     t.ok(xmlsecVerifies(response.body, keys.certFile));
-    for (const group of groups) await app.call('DELETE', `/v3/groups/${group}/users/${admin}`);
+    await app.call('DELETE', `/v3/users/${user}`);
   });
 
   t.test('POST /v3/auth/OS-FEDERATION/saml2/ecp: the envelope with the service provider\'s RelayState', async (t) => {
