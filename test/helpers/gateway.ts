@@ -1,3 +1,4 @@
+import type { AssertionVerifier } from '../../src/federation/assertion.ts';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -39,10 +40,10 @@ export interface World {
  * `echo` (internal endpoint in RegionOne), a policy directory for it, two projects and member/reader
  * tokens scoped to the first.
  */
-export async function gatewayWorld(t: { teardown(fn: () => unknown): void }, overrides: Record<string, string> = {}, logger?: Logger): Promise<World> {
+export async function gatewayWorld(t: { teardown(fn: () => unknown): void }, overrides: Record<string, string> = {}, logger?: Logger, assertionVerifiers?: readonly AssertionVerifier[]): Promise<World> {
   const policies = policyDirectory();
   t.teardown(() => fs.rmSync(policies, { recursive: true, force: true }));
-  const testApp = await startTestApp(t, { POLICY_DIR: policies, UPSTREAM_RESPONSE_TIMEOUT_MS: '1000', ...overrides }, logger ? { logger } : {});
+  const testApp = await startTestApp(t, { POLICY_DIR: policies, UPSTREAM_RESPONSE_TIMEOUT_MS: '1000', ...overrides }, { ...(logger ? { logger } : {}), ...(assertionVerifiers ? { assertionVerifiers } : {}) });
   const upstream = await startEchoUpstream();
   t.teardown(() => upstream.close());
   const { call, login, app } = testApp;
