@@ -1,3 +1,4 @@
+import { pythonRegex } from './mapping-python.ts';
 import { ValidationError } from '../support/errors.ts';
 
 // Keystone 22's MAPPING_SCHEMA (keystone/federation/utils.py) and its validate_mapping_structure:
@@ -125,6 +126,35 @@ const DEFINITIONS = MAPPING_SCHEMA.definitions as unknown as Record<string, Sche
 export function validateMappingRules(rules: unknown, schemaVersion?: string): void {
   void schemaVersion; // one schema in Keystone 22 (see above)
   validateMapping(rules === undefined ? {} : { rules });
+  if (Array.isArray(rules)) checkRegexes(rules);
+}
+
+/**
+ * Beyond Keystone: every value of a `regex` requirement must compile as the engine will run it.
+ * Keystone stores a broken pattern and fails each login it meets with a 500; here the write that
+ * brings it is the 400.
+ */
+function checkRegexes(rules: unknown[]): void {
+  for (const rule of rules) {
+    const remote = (rule as { remote?: unknown }).remote;
+    if (!Array.isArray(remote)) continue;
+    for (const requirement of remote as Record<string, unknown>[]) {
+      if (requirement?.regex !== true) continue;
+      for (const keyword of ['any_one_of', 'not_any_of', 'whitelist', 'blacklist']) {
+        const values = requirement[keyword];
+        if (!Array.isArray(values)) continue;
+        for (const value of values) {
+          if (typeof value !== 'string') continue;
+          try {
+            pythonRegex(value);
+          } catch (error) {
+            const reason = error instanceof Error ? error.message : String(error);
+            throw new ValidationError(`Invalid regular expression ${pythonRepr(value)} in ${keyword} of ${pythonRepr(requirement.type)}: ${reason}`);
+          }
+        }
+      }
+    }
+  }
 }
 
 /** The whole mapping object of a request (`{"rules": [...], ...}`) against MAPPING_SCHEMA. */

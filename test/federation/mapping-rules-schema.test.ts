@@ -67,3 +67,14 @@ t.test('instances are quoted as Python prints them', async (t) => {
   t.equal(pythonRepr(1e-5), '1e-05');
   t.equal(pythonRepr(0.0001), '0.0001');
 });
+
+t.test('a regex requirement must compile when the mapping is written (Keystone fails the login with a 500 instead)', async (t) => {
+  const rule = (values: string[]) => [{ local: [{ user: { name: '{0}' } }], remote: [{ type: 'HTTP_OIDC_SUB' }, { type: 'HTTP_OIDC_GROUPS', any_one_of: values, regex: true }] }];
+  t.doesNotThrow(() => validateMappingRules(rule(['^dev.*$', '(?P<team>ops)'])), 'Python syntax the engine translates');
+  t.throws(() => validateMappingRules(rule(['dev(', 'ok'])), { name: 'ValidationError', message: /^Invalid regular expression 'dev\(' in any_one_of of 'HTTP_OIDC_GROUPS': / });
+  t.throws(() => validateMappingRules(rule(['(?x) verbose'])), ValidationError, 'a construct the engine does not translate');
+  t.doesNotThrow(() => validateMappingRules(rule(['dev('].map((value) => value.replace('(', '\\(')))), 'escaped');
+  // Without regex the values are plain strings: anything goes.
+  t.doesNotThrow(() => validateMappingRules([{ local: [{ user: { name: '{0}' } }], remote: [{ type: 'HTTP_OIDC_SUB' }, { type: 'HTTP_OIDC_GROUPS', any_one_of: ['dev('] }] }]));
+  t.doesNotThrow(() => validateMapping({ rules: rule(['dev(']) }), 'the offline check (manage mapping_engine) stays Keystone\'s schema alone');
+});
