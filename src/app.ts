@@ -369,7 +369,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const receipts = new ReceiptService(receiptKeys, resources, clock, config.receiptExpiration, AUTH_METHODS);
     // The totp method reads the user's totp credentials (the credential service is built below).
     const totp = new TotpAuthenticator(identity, (userId: string): Promise<string[]> => credentials.totpSecrets(userId), clock, config.totpIncludedPreviousWindows);
-    const federation = new FederationService(store, resources);
+    const federation = new FederationService(store, resources, sync);
     const federatedLogin = new FederatedLogin(store, federation, identity, resources, assignments, { remoteIdAttribute: config.federationRemoteIdAttribute });
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts, oauth1, {
       totp,

@@ -10,11 +10,12 @@ import type { TableWrites, WriteKind } from '../store/database.ts';
  * - `keys`: the token keys (a token valid under the old ones may not be under the new, and back).
  * - `domain-config`: a domain's own configuration (its identity back end), held by the domain
  *   config service's map of configured domains.
+ * - `service-provider`: the K2K service providers that token bodies list.
  *
  * Gateway and identity policies are files: a reload builds a new policy with its own caches, so no
  * topic says so.
  */
-export const CHANGE_TOPICS = ['revocation', 'identity', 'identity-added', 'resource', 'resource-added', 'assignment', 'credential', 'catalog', 'keys', 'domain-config'] as const;
+export const CHANGE_TOPICS = ['revocation', 'identity', 'identity-added', 'resource', 'resource-added', 'assignment', 'credential', 'catalog', 'keys', 'domain-config', 'service-provider'] as const;
 export type ChangeTopic = (typeof CHANGE_TOPICS)[number];
 
 export function isChangeTopic(value: unknown): value is ChangeTopic {
@@ -42,6 +43,8 @@ export const CACHE_TOPICS = {
   catalog: ['catalog'],
   /** Each domain's own configuration (API and files): the identity back ends built from it. */
   domainConfig: ['domain-config'],
+  /** The enabled K2K service providers every token body lists. */
+  serviceProviders: ['service-provider'],
 } as const satisfies Record<string, readonly ChangeTopic[]>;
 
 /**
@@ -103,14 +106,15 @@ const TABLE_TOPICS: Record<string, { write: readonly ChangeTopic[]; insert?: rea
   oauth1_request_token: { write: [] },
   oauth1_access_token: { write: [], delete: ['credential'] },
   oauth1_nonce: { write: [] },
-  // OS-FEDERATION: no cache holds mappings, protocols or service providers (each request reads
-  // them); a provider's domain deleted takes them by cascade. Validated federated tokens hold their
+  // OS-FEDERATION: no cache holds mappings or protocols (each login reads them); the enabled
+  // service providers are listed in every token body (cached); a provider's domain deleted takes
+  // them by cascade. Validated federated tokens hold their
   // provider's being there and enabled (as trusts are held: the credential topic).
   identity_provider: { write: ['credential'] },
   idp_remote_ids: { write: [] },
   mapping: { write: [] },
   federation_protocol: { write: [] },
-  service_provider: { write: [] },
+  service_provider: { write: ['service-provider'] },
   federated_user: { write: [] },
   token_key: { write: ['keys'] },
   token_key_generation: { write: ['keys'] },

@@ -1,3 +1,4 @@
+import { CACHE_TOPICS, type ChangeTopic } from '../events/change-topics.ts';
 import type { ResourceService } from '../resource/resource-service.ts';
 import type { EntityManager, Store } from '../store/database.ts';
 import type { FederationProtocolRow, IdentityProviderRow, MappingRow, ServiceProviderRow } from '../store/federation-entities.ts';
@@ -63,6 +64,13 @@ export interface ServiceProviderInput {
 
 export type ServiceProviderPatch = Partial<ServiceProviderInput>;
 
+/** A service provider as a token body lists it. */
+export interface ServiceProviderRef {
+  id: string;
+  authUrl: string;
+  spUrl: string;
+}
+
 /** Keystone's `[saml] relay_state_prefix` default, given to a service provider created without one. */
 export const DEFAULT_RELAY_STATE_PREFIX = 'ss:mem:';
 
@@ -79,10 +87,20 @@ export function identityProviderDomainDescription(idpId: string): string {
 export class FederationService {
   private readonly repository = new FederationRepository();
 
+  /** The enabled service providers as token bodies list them, read once until one changes. */
+  private enabledServiceProvidersRead: Promise<ServiceProviderRef[]> | undefined;
+  private lastEnabledServiceProviders: ServiceProviderRef[] = [];
+
   constructor(
     private readonly store: Store,
     private readonly resources: ResourceService,
-  ) {}
+    /** Drops the cached enabled service providers when one changes, here or on another node. */
+    changes?: { onChange(topics: readonly ChangeTopic[], listener: () => void): () => void },
+  ) {
+    changes?.onChange(CACHE_TOPICS.serviceProviders, () => {
+      this.enabledServiceProvidersRead = undefined;
+    });
+  }
 
   // ---- identity providers --------------------------------------------------------------------
 
@@ -257,6 +275,26 @@ export class FederationService {
     const row = await this.repository.findServiceProvider(em, id);
     if (!row) throw NotFoundError.of('Service Provider', id);
     return row;
+  }
+
+  /**
+   * Keystone's get_enabled_service_providers: what every token body lists as `service_providers`
+   * (id, auth_url, sp_url of each enabled one), cached until a service provider changes.
+   */
+  enabledServiceProviders(): Promise<ServiceProviderRef[]> {
+    if (!this.enabledServiceProvidersRead) {
+      const read: Promise<ServiceProviderRef[]> = this.repository.listServiceProviders(this.store.reader(), {}).then(
+        (rows) => (this.lastEnabledServiceProviders = rows.filter((row) => row.enabled).map((row) => ({ id: row.id, authUrl: row.authUrl, spUrl: row.spUrl }))),
+        () => {
+          // The database out of reach: token bodies keep what was last known (validations served
+          // from cache must not fail for a list), and the next body asks again.
+          if (this.enabledServiceProvidersRead === read) this.enabledServiceProvidersRead = undefined;
+          return this.lastEnabledServiceProviders;
+        },
+      );
+      this.enabledServiceProvidersRead = read;
+    }
+    return this.enabledServiceProvidersRead;
   }
 
   listServiceProviders(filter: ProviderFilter = {}): Promise<ServiceProvider[]> {

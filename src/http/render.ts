@@ -1,3 +1,4 @@
+import type { ServiceProviderRef } from '../federation/federation-service.ts';
 import type { FastifyRequest } from 'fastify';
 import type { AssignmentEntry, Role } from '../assignment/assignment-service.ts';
 import type { CatalogEntry, Endpoint, Region, Service } from '../catalog/catalog-service.ts';
@@ -211,14 +212,19 @@ function renderCatalogOnce(catalog: CatalogEntry[]) {
 /** Token bodies without catalog by the (cached, shared, immutable) validated token they come from; module-level for the same reason. */
 const renderedTokens = new WeakMap<TokenContext, TokenBodyShape>();
 
-/** The token body (spec §2.4), with the catalog when given (scoped tokens only). */
-export function renderToken(token: TokenContext, catalog?: CatalogEntry[]): TokenBodyShape {
+/**
+ * The token body (spec §2.4), with the catalog when given (scoped tokens only) and the enabled K2K
+ * service providers when there are any (Keystone lists them in every token body).
+ */
+export function renderToken(token: TokenContext, catalog?: CatalogEntry[], serviceProviders: readonly ServiceProviderRef[] = []): TokenBodyShape {
   let body = renderedTokens.get(token);
   if (!body) {
     body = renderTokenOnce(token);
     renderedTokens.set(token, body);
   }
-  return catalog && token.scope.type !== 'unscoped' ? { ...body, catalog: renderCatalog(catalog) } : body;
+  const withCatalog = catalog && token.scope.type !== 'unscoped' ? { ...body, catalog: renderCatalog(catalog) } : body;
+  if (serviceProviders.length === 0) return withCatalog;
+  return { ...withCatalog, service_providers: serviceProviders.map((sp) => ({ auth_url: sp.authUrl, id: sp.id, sp_url: sp.spUrl })) };
 }
 
 function renderTokenOnce(token: TokenContext): TokenBodyShape {

@@ -668,6 +668,7 @@ export const TokenBody = Type.Object({
       ),
     ),
     catalog: Type.Optional(Catalog),
+    service_providers: Type.Optional(Type.Array(Type.Object({ auth_url: Type.String(), id: Type.String(), sp_url: Type.String() }), { description: 'The enabled K2K service providers (OS-FEDERATION), in every token body when there are any.' })),
     'OS-TRUST:trust': Type.Optional(
       Type.Object({
         id: Type.String(),

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { IdentityProviderEntity } from '../../src/store/federation-entities.ts';
-import { PUBLIC_URL, startTestApp } from '../helpers/app.ts';
+import { ADMIN_PASSWORD, PUBLIC_URL, startTestApp } from '../helpers/app.ts';
 
 // /v3/OS-FEDERATION as Keystone 22 answers it (compared with the real one in
 // test/e2e/federation-keystone.test.ts): bodies, statuses, links and error texts.
@@ -208,4 +208,24 @@ t.test('a non-admin is refused; creating a provider announces the domain made fo
   await call('PUT', `${FED}/identity_providers/idp2`, { identity_provider: { domain_id: 'default' } });
   await call('PUT', `${FED}/mappings/m`, { mapping: { rules: RULES } });
   t.same(events, [{ type: 'domain.created', id: idp.domain_id }], 'only the domain: Keystone 22 audits no federation resource');
+});
+
+t.test('token bodies list the enabled service providers (K2K), as Keystone renders them', async (t) => {
+  const { call, adminToken, login } = await startTestApp(t);
+  const FED = '/v3/OS-FEDERATION';
+  const body = async (token: string) => (await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': token })).json().token;
+  t.notOk('service_providers' in (await body(adminToken)), 'none registered: no key');
+  const sp = (id: string, enabled: boolean) =>
+    call('PUT', `${FED}/service_providers/${id}`, { service_provider: { auth_url: `https://${id}.example/v3/OS-FEDERATION/identity_providers/us/protocols/saml2/auth`, sp_url: `https://${id}.example/Shibboleth.sso/SAML2/ECP`, enabled } });
+  t.equal((await sp('sp-on', true)).statusCode, 201);
+  t.equal((await sp('sp-off', false)).statusCode, 201);
+  const expected = [{ id: 'sp-on', auth_url: 'https://sp-on.example/v3/OS-FEDERATION/identity_providers/us/protocols/saml2/auth', sp_url: 'https://sp-on.example/Shibboleth.sso/SAML2/ECP' }];
+  t.same((await body(adminToken)).service_providers, expected, 'a validation (cached before) lists the enabled one');
+  const issued = await login({ name: 'admin', domain: { id: 'default' } }, ADMIN_PASSWORD, 'unscoped');
+  t.same(issued.body.token.service_providers, expected, 'an unscoped token too');
+  t.equal((await call('PATCH', `${FED}/service_providers/sp-off`, { service_provider: { enabled: true } })).statusCode, 200);
+  t.same(((await body(adminToken)).service_providers as { id: string }[]).map((each) => each.id).sort(), ['sp-off', 'sp-on']);
+  t.equal((await call('DELETE', `${FED}/service_providers/sp-on`)).statusCode, 204);
+  t.equal((await call('DELETE', `${FED}/service_providers/sp-off`)).statusCode, 204);
+  t.notOk('service_providers' in (await body(adminToken)), 'all gone: no key again');
 });

@@ -55,7 +55,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
         receipt: receiptHeader(request),
       });
       reply.code(201).header('X-Subject-Token', token.id);
-      return { token: renderToken(token, catalog) };
+      return { token: renderToken(token, catalog, await api.federation.enabledServiceProviders()) };
     },
   );
 
@@ -70,7 +70,7 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
     authorize(api, request, action, { token: { userId: token.user.id } });
     const catalog = request.query.nocatalog === undefined ? await catalogFor(api.clientCatalog, token) : undefined;
     reply.header('X-Subject-Token', subject);
-    return { token: renderToken(token, catalog) };
+    return { token: renderToken(token, catalog, await api.federation.enabledServiceProviders()) };
   });
 
   app.delete('/v3/auth/tokens', { schema: { headers: RevokeHeaders } }, async (request, reply) => {

@@ -173,12 +173,12 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
     authorize(api, request, 'identity:ec2tokens_validate');
     const token = await api.credentials.authenticate('ec2', request.body);
     reply.header('X-Subject-Token', token.id);
-    return { token: renderToken(token, await catalogFor(api.clientCatalog, token)) };
+    return { token: renderToken(token, await catalogFor(api.clientCatalog, token), await api.federation.enabledServiceProviders()) };
   });
 
   app.post('/v3/s3tokens', { schema: { body: SignedRequestBody, response: { 200: TokenBody } } }, async (request) => {
     authorize(api, request, 'identity:s3tokens_validate');
     const token = await api.credentials.authenticate('s3', request.body);
-    return { token: renderToken(token, await catalogFor(api.clientCatalog, token)) };
+    return { token: renderToken(token, await catalogFor(api.clientCatalog, token), await api.federation.enabledServiceProviders()) };
   });
 }

@@ -39,7 +39,7 @@ export function registerFederationAuthRoutes(app: App, api: IdentityApi): void {
     // A mapped local user's token may be scoped to its default project: then with its catalog.
     const catalog = await catalogFor(api.clientCatalog, token);
     reply.code(201).header('X-Subject-Token', token.id);
-    return { token: renderToken(token, catalog) };
+    return { token: renderToken(token, catalog, await api.federation.enabledServiceProviders()) };
   };
   app.get(LOGIN_PATH, { config: { public: true }, schema: { params: LoginParams, response: { 201: TokenBody } } }, handler);
   app.post(LOGIN_PATH, { config: { public: true }, schema: { params: LoginParams, response: { 201: TokenBody } } }, handler);
