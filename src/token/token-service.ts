@@ -638,18 +638,21 @@ export class TokenService {
     }
     switch (payload.scope.type) {
       case 'unscoped':
+      case 'federated_unscoped':
         scope = { type: 'unscoped' };
         break;
       case 'system':
         scope = { type: 'system' };
         break;
-      case 'domain': {
+      case 'domain':
+      case 'federated_domain': {
         const domain = await this.resources.findAny(payload.scope.domainId);
         if (!domain?.isDomain || !domain.enabled) throw NotFoundError.tokenNotValidated();
         scope = { type: 'domain', domain: { id: domain.id, name: domain.name } };
         break;
       }
-      case 'project': {
+      case 'project':
+      case 'federated_project': {
         scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
         break;
       }
@@ -688,18 +691,6 @@ export class TokenService {
         scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
         break;
       }
-      case 'federated_unscoped':
-        scope = { type: 'unscoped' };
-        break;
-      case 'federated_domain': {
-        const domain = await this.resources.findAny(payload.scope.domainId);
-        if (!domain?.isDomain || !domain.enabled) throw NotFoundError.tokenNotValidated();
-        scope = { type: 'domain', domain: { id: domain.id, name: domain.name } };
-        break;
-      }
-      case 'federated_project':
-        scope = await this.projectScope(payload.scope.projectId, () => NotFoundError.tokenNotValidated());
-        break;
       default:
         throw NotFoundError.tokenNotValidated();
     }
