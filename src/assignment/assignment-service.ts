@@ -588,17 +588,9 @@ export class AssignmentService {
   async targetsOfGroups(groupIds: readonly string[], targetType: 'project' | 'domain'): Promise<string[]> {
     if (!groupIds.length) return [];
     const rows = await this.repository.findAssignments(this.store.reader(), { actors: [{ type: 'group', ids: [...groupIds] }] });
-    const targets = new Set<string>();
-    for (const row of rows) {
-      if (targetType === 'domain') {
-        if (row.targetType === 'domain' && !row.inherited) targets.add(row.targetId);
-        continue;
-      }
-      if (row.targetType === 'project' && !row.inherited) targets.add(row.targetId);
-      else if (row.targetType === 'project') for (const project of await this.resources.descendants(row.targetId)) targets.add(project.id);
-      else if (row.targetType === 'domain' && row.inherited) for (const project of await this.resources.listProjects({ domainId: row.targetId })) targets.add(project.id);
-    }
-    return [...targets];
+    // Inherited grants land on the projects below their target, as in the effective listing.
+    const placed = await this.placeInherited(rows.map(directEntry), undefined);
+    return [...new Set(placed.filter((entry) => entry.targetType === targetType).map((entry) => entry.targetId))];
   }
 
   private async effectiveRolesOfActors(actors: NonNullable<AssignmentQuery['actors']>, targetType: TargetType, targetId: string, em: EntityManager): Promise<Role[]> {

@@ -113,6 +113,14 @@ t.test('login → unscoped federated token → projects → rescope with group r
   const fedProjects = await w.app.call('GET', `${FED}/projects`, undefined, unscoped);
   t.strictSame(fedProjects.json().projects.map((project: { id: string }) => project.id), [w.projectId]);
   t.strictSame((await w.app.call('GET', '/v3/auth/domains', undefined, unscoped)).json().domains, []);
+  // An inherited grant to a mapped group on its domain reaches every project of the domain (not the domain).
+  const second = (await w.app.call('POST', '/v3/projects', { project: { name: 'second-project', domain_id: w.domainId } })).json().project.id as string;
+  t.equal((await w.app.call('PUT', `/v3/OS-INHERIT/domains/${w.domainId}/groups/${w.groups.admins}/roles/${w.roles.reader}/inherited_to_projects`)).statusCode, 204);
+  const inherited = (await w.app.call('GET', '/v3/auth/projects', undefined, unscoped)).json().projects.map((project: { id: string }) => project.id).sort();
+  t.strictSame(inherited, [w.projectId, second].sort());
+  t.strictSame((await w.app.call('GET', '/v3/auth/domains', undefined, unscoped)).json().domains, [], 'an inherited grant gives nothing on the domain itself');
+  t.equal((await w.app.call('DELETE', `/v3/OS-INHERIT/domains/${w.domainId}/groups/${w.groups.admins}/roles/${w.roles.reader}/inherited_to_projects`)).statusCode, 204);
+  t.equal((await w.app.call('DELETE', `/v3/projects/${second}`)).statusCode, 204);
 
   // Rescope: roles from the groups, OS-FEDERATION kept.
   const scoped = await rescope(w, unscoped, { project: { id: w.projectId } });
