@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { RedisEventBus, type ClusterMessage } from '../../src/events/event-bus.ts';
 import { waitFor } from '../helpers/processes.ts';
@@ -13,8 +14,10 @@ t.test('a silent partition from Redis (connections open, nothing answers) is not
   const redisUrl = new URL(TEST_REDIS_URL);
   const relay = await startTcpRelay(redisUrl.hostname, Number(redisUrl.port || 6379));
   const { lines, log } = recordingLog();
-  const partitioned = new RedisEventBus(relay.urlFor(TEST_REDIS_URL), log, { heartbeatIntervalMs: 200 });
-  const peer = new RedisEventBus(TEST_REDIS_URL, recordingLog().log, { heartbeatIntervalMs: 200 });
+  // A channel of its own: other test files' nodes publish on the default one meanwhile.
+  const channel = `partition-${randomUUID()}`;
+  const partitioned = new RedisEventBus(relay.urlFor(TEST_REDIS_URL), log, { heartbeatIntervalMs: 200, channel });
+  const peer = new RedisEventBus(TEST_REDIS_URL, recordingLog().log, { heartbeatIntervalMs: 200, channel });
   t.teardown(async () => {
     await partitioned.close();
     await peer.close();
@@ -49,7 +52,7 @@ t.test('a silent partition from Redis (connections open, nothing answers) is not
 
 t.test('a stalled event loop is not taken for a silent Redis', async (t) => {
   const { lines, log } = recordingLog();
-  const bus = new RedisEventBus(TEST_REDIS_URL, log, { heartbeatIntervalMs: 50 });
+  const bus = new RedisEventBus(TEST_REDIS_URL, log, { heartbeatIntervalMs: 50, channel: `stall-${randomUUID()}` });
   t.teardown(() => bus.close());
   let subscriptions = 0;
   bus.subscribe({ message: () => {}, reconnected: () => subscriptions++ });
