@@ -13,7 +13,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { runPacedScenario, type LoadSettings, type ScenarioResult } from './load.ts';
-import { cpuMs, freePort, onCleanup, settle, startHelper, tempDirectory, type HelperProcess } from './processes.ts';
+import { cpuMs, freePort, gcSummary, onCleanup, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess } from './processes.ts';
 import type { Scenario } from './scenarios.ts';
 
 /** The upstream's answer: the same as bench/upstream.ts. */
@@ -39,7 +39,7 @@ export interface IngressResult {
   rounds: Record<IngressTarget, WrkRun[]>;
   /** Medians over the rounds, and the ratios to nginx. */
   summary: Record<IngressTarget, { cpuUsPerRequest: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null }>;
-  paced?: { rate: number; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number };
+  paced?: { rate: number; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number; gatewayGc?: GcSummary };
 }
 
 /** Whether wrk and nginx are installed (the ingress comparison needs both). */
@@ -188,7 +188,7 @@ export interface IngressContext {
  * Runs the comparison. The gateway's service type is `ingress`; its policy file must allow the
  * token's GET on /v1/{project_id}/things (bench/run.ts writes it).
  */
-export async function runIngressBench(context: IngressContext, options: { threads: number; connections: number; durationS: number; rounds: number; pacedShare: number; paced: LoadSettings }): Promise<IngressResult> {
+export async function runIngressBench(context: IngressContext, options: { threads: number; connections: number; durationS: number; rounds: number; pacedShare: number; pacedRate?: number | undefined; paced: LoadSettings }): Promise<IngressResult> {
   const tools = ingressTools();
   if ('missing' in tools) throw new Error(`the ingress comparison needs ${tools.missing.join(' and ')} (apt-get install ${tools.missing.join(' ')})`);
   const upstream = await startNginx('upstream');
@@ -249,8 +249,9 @@ export async function runIngressBench(context: IngressContext, options: { thread
     rounds,
     summary,
   };
-  if (options.pacedShare > 0) {
-    const rate = Math.max(1, Math.round(medians.gateway.rps * options.pacedShare));
+  if (options.pacedShare > 0 || options.pacedRate) {
+    // A fixed rate (BENCH_PACED_RATE) makes runs comparable whatever the top rate measured.
+    const rate = options.pacedRate ?? Math.max(1, Math.round(medians.gateway.rps * options.pacedShare));
     const paced: NonNullable<IngressResult['paced']> = { rate, results: {} };
     for (const name of ['direct', 'nginx', 'gateway'] as const) {
       const scenario: Scenario = {
@@ -262,7 +263,11 @@ export async function runIngressBench(context: IngressContext, options: { thread
         processes: name === 'gateway' ? { service: targets.gateway.pids } : { proxy: targets[name].pids },
       };
       context.log(`ingress paced ${name}: ${options.paced.duration} s at ${rate} req/s`);
-      paced.results[name] = { ...(await runPacedScenario(scenario, options.paced, rate)), name: `${name} @ ${Math.round(options.pacedShare * 100)} % of the gateway's top rate` };
+      const started = Date.now();
+      const measured = await runPacedScenario(scenario, options.paced, rate);
+      // The collections of the measured part only (the warm-up's are left out).
+      if (name === 'gateway') paced.gatewayGc = gcSummary(started + options.paced.warmup * 1000, Date.now(), measured.requests);
+      paced.results[name] = { ...measured, name: options.pacedRate ? `${name} @ ${rate} req/s` : `${name} @ ${Math.round(options.pacedShare * 100)} % of the gateway's top rate` };
     }
     const gateway = paced.results.gateway;
     const direct = paced.results.direct;
@@ -289,13 +294,20 @@ export function ingressTable(result: IngressResult): string {
     );
   }
   if (result.paced) {
-    lines.push('', `paced (open loop, ${settings.pacedDurationS} s at ${result.paced.rate} req/s = ${Math.round(settings.pacedShare * 100)} % of the gateway's median top rate):`, '');
+    lines.push('', `paced (open loop, ${settings.pacedDurationS} s at ${result.paced.rate} req/s = ${Math.round((result.paced.rate / summary.gateway.rps) * 100)} % of the gateway's median top rate):`, '');
     lines.push(`${'target'.padEnd(12)}  ${'p50 ms'.padStart(8)}  ${'p99 ms'.padStart(8)}  ${'max ms'.padStart(8)}  ${'non-2xx'.padStart(7)}  ${'errors'.padStart(6)}`);
     for (const [name, paced] of Object.entries(result.paced.results)) {
       if (!paced) continue;
       lines.push(`${name.padEnd(12)}  ${paced.latencyMs.p50.toFixed(2).padStart(8)}  ${paced.latencyMs.p99.toFixed(2).padStart(8)}  ${paced.latencyMs.max.toFixed(2).padStart(8)}  ${String(paced.non2xx).padStart(7)}  ${String(paced.errors).padStart(6)}`);
     }
     if (result.paced.gatewayAddedP99Ms !== undefined) lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms`);
+    const gc = result.paced.gatewayGc;
+    if (gc) {
+      lines.push(
+        `gateway's collections while paced (BENCH_GC=1): ${gc.scavenges} scavenges (one per ${gc.requestsPerScavenge} requests), ${gc.markCompacts} mark-compacts; ` +
+          `pauses ${gc.pauseMs} ms in all, longest ${gc.maxPauseMs} ms; ${gc.promotedBytesPerRequest} bytes promoted per request`,
+      );
+    }
   }
   return lines.join('\n');
 }

@@ -3,7 +3,7 @@
  * time, and a cleanup stack that runs on normal exit, on errors and on Ctrl-C.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -176,6 +176,8 @@ export async function startService(options: {
   }
   // BENCH_SERVICE_NODE_ARGS: extra node flags for the service only, e.g. --cpu-prof (not allowed in NODE_OPTIONS).
   const nodeArgs = [...(options.nodeArgs ?? []), ...(process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean)];
+  // BENCH_GC=1: every collection reported (gcSummary), to tell the tail's stalls from the rest.
+  if (process.env.BENCH_GC === '1' && !nodeArgs.includes('--trace-gc-nvp')) nodeArgs.push('--trace-gc-nvp');
   const child = spawn(process.execPath, [...nodeArgs, ...(options.entry ?? ['--import=tsx', 'src/main.ts'])], {
     cwd: ROOT,
     env: { ...environment, ...settings, ADMIN_PASSWORD: options.adminPassword, PORT: String(port), HOST: '127.0.0.1' },
@@ -187,6 +189,24 @@ export async function startService(options: {
   const keep = (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000));
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
+  // BENCH_SERVICE_OUTPUT=file: everything the service prints, whole (e.g. with --trace-gc in
+  // BENCH_SERVICE_NODE_ARGS, to find what stalls it).
+  if (process.env.BENCH_SERVICE_OUTPUT) {
+    const file = createWriteStream(process.env.BENCH_SERVICE_OUTPUT);
+    child.stdout?.pipe(file, { end: false });
+    child.stderr?.pipe(file, { end: false });
+  }
+  if (nodeArgs.includes('--trace-gc-nvp')) {
+    let partial = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString()).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        const event = gcEventOf(line);
+        if (event) gcEvents.push(event);
+      }
+    });
+  }
   const url = `http://127.0.0.1:${port}`;
   try {
     await waitFor(async () => {
@@ -199,6 +219,77 @@ export async function startService(options: {
   child.stderr?.on('data', (chunk: Buffer) => process.stderr.write(`[service] ${chunk.toString()}`));
   if (nodeArgs.length) settings.NODE_ARGS = nodeArgs.join(' ');
   return { url, pid: child.pid!, settings, stop: () => stopChild(child) };
+}
+
+// ---- garbage collection (BENCH_GC=1: the service runs with --trace-gc-nvp) ---------------------
+
+/** One collection of the service's, as --trace-gc-nvp reports it, stamped when its line arrived. */
+export interface GcEvent {
+  at: number;
+  /** 's': scavenge (young generation); 'ms', 'mmc', …: a mark-compact of the whole heap. */
+  kind: string;
+  pauseMs: number;
+  /** Bytes this collection moved to the old generation. */
+  promoted: number;
+}
+
+/** The started services' collections (one service per bench run), in arrival order. */
+const gcEvents: GcEvent[] = [];
+
+function gcEventOf(line: string): GcEvent | undefined {
+  const start = line.indexOf(' GC: {');
+  if (start < 0) return undefined;
+  try {
+    const fields = JSON.parse(line.slice(start + 5)) as Record<string, unknown>;
+    return { at: Date.now(), kind: String(fields.gc), pauseMs: Number(fields.pause), promoted: Number(fields.promoted ?? 0) };
+  } catch {
+    return undefined;
+  }
+}
+
+export interface GcSummary {
+  scavenges: number;
+  markCompacts: number;
+  /** Every pause's total, and the longest, in ms. */
+  pauseMs: number;
+  maxPauseMs: number;
+  /** Requests served per scavenge (the young generation filling up: the allocation rate's mirror). */
+  requestsPerScavenge: number;
+  /** Bytes moved to the old generation per request: what makes mark-compacts come. */
+  promotedBytesPerRequest: number;
+}
+
+/** The service's collections between `from` and `to` (Date.now()), per `requests` served meanwhile. */
+export function gcSummary(from: number, to: number, requests: number): GcSummary | undefined {
+  const events = gcEvents.filter((event) => event.at >= from && event.at <= to);
+  if (events.length === 0) return undefined;
+  const sum = (pick: (event: GcEvent) => number) => events.reduce((total, event) => total + pick(event), 0);
+  const per = (bytes: number) => (requests > 0 ? Math.round(bytes / requests) : 0);
+  return {
+    scavenges: events.filter((event) => event.kind === 's').length,
+    markCompacts: events.filter((event) => event.kind !== 's').length,
+    pauseMs: Math.round(sum((event) => event.pauseMs) * 10) / 10,
+    maxPauseMs: Math.max(...events.map((event) => event.pauseMs)),
+    requestsPerScavenge: Math.round(requests / Math.max(1, events.filter((event) => event.kind === 's').length)),
+    promotedBytesPerRequest: per(sum((event) => event.promoted)),
+  };
+}
+
+/**
+ * src/ bundled as `npm run build` does (scripts/build.ts), for plain node to run as `npm start`
+ * does (no tsx transforming TypeScript in the process): the node arguments of its entry. Built into
+ * a temp directory inside the checkout (so that node_modules resolves; not dist/, which may be in
+ * use), removed at cleanup. The bundle sits two levels below the checkout, so the service needs
+ * IDENTITY_POLICY_DIR (and POLICY_DIR) set: their defaults are relative to the source tree.
+ */
+export async function compiledEntry(log: (message: string) => void): Promise<string[]> {
+  const { build } = await import('../scripts/build.ts');
+  mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
+  const directory = mkdtempSync(path.join(ROOT, 'bench', 'results', '.build-'));
+  onCleanup(`remove ${directory}`, () => rmSync(directory, { recursive: true, force: true }));
+  const result = await build({ outdir: directory, sourcemap: false });
+  log(`built ${path.relative(ROOT, result.main)} in ${result.ms} ms`);
+  return [result.main];
 }
 
 /** A fresh database on the BENCH_DATABASE_URL server, dropped at cleanup (after the service stops). */

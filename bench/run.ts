@@ -15,6 +15,7 @@ import { ingressFailed, ingressTable, ingressTools, runIngressBench, type Ingres
 import { runPacedScenario, runScenario, stopLoad, type LoadSettings, type ScenarioResult } from './load.ts';
 import {
   cleanup,
+  compiledEntry,
   createDatabase,
   installSignalHandlers,
   isInterrupted,
@@ -168,7 +169,11 @@ async function main(): Promise<number> {
     const databaseUrl = databaseServer ? await createDatabase(databaseServer) : undefined;
     // BENCH_SHADOW=1: a shadow policy beside the live one (its cost on the gateway path).
     const shadow = process.env.BENCH_SHADOW === '1' ? { POLICY_SHADOW_DIR: writePolicyDirectory(true) } : undefined;
-    const service = await startService({ adminPassword, policyDirectory: writePolicyDirectory(), ...(databaseUrl ? { databaseUrl } : {}), ...(shadow ? { settings: shadow } : {}) });
+    // What `npm start` runs (the esbuild bundle under plain node), unless BENCH_SOURCE=1 asks for
+    // `node --import=tsx src/main.ts` (tsx's transformer in the process: a larger heap to collect).
+    const entry = process.env.BENCH_SOURCE === '1' ? undefined : await compiledEntry(log);
+    const settings = { ...(entry ? { IDENTITY_POLICY_DIR: path.join(ROOT, 'policies', 'identity') } : {}), ...shadow };
+    const service = await startService({ adminPassword, policyDirectory: writePolicyDirectory(), ...(databaseUrl ? { databaseUrl } : {}), settings, ...(entry ? { entry } : {}) });
     serviceUrl = service.url;
     servicePids = [service.pid];
     serviceSettings = Object.fromEntries(Object.entries(service.settings).map(([name, value]) => [name, redactUrl(value)]));
@@ -236,6 +241,7 @@ async function main(): Promise<number> {
         durationS: positiveNumber('BENCH_WRK_DURATION', 8),
         rounds: Math.round(positiveNumber('BENCH_WRK_ROUNDS', 3)),
         pacedShare: positiveNumber('BENCH_PACED_SHARE', 0.5, true),
+        pacedRate: process.env.BENCH_PACED_RATE ? Math.round(positiveNumber('BENCH_PACED_RATE', 1)) : undefined,
         paced: { ...settings, connections: Math.round(positiveNumber('BENCH_WRK_CONNECTIONS', 32)) },
       },
     );

@@ -35,9 +35,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { hashSync } from '@node-rs/bcrypt';
 import pg from 'pg';
-import { cleanup, installSignalHandlers, onCleanup, ROOT, startService, tempDirectory, type ServiceProcess } from './processes.ts';
+import { cleanup, compiledEntry, installSignalHandlers, onCleanup, ROOT, startService, tempDirectory, type ServiceProcess } from './processes.ts';
 import { writeResults } from './report.ts';
-import { build } from '../scripts/build.ts';
 import { workerHeapFlags } from '../src/cluster.ts';
 import { loadConfig } from '../src/config.ts';
 
@@ -334,20 +333,6 @@ async function heapSnapshot(service: ServiceProcess, directory: string): Promise
   return undefined;
 }
 
-/**
- * --compiled: src/ bundled as `npm run build` does (scripts/build.ts), run by plain node, i.e.
- * without tsx transforming TypeScript in the process. Built into a temp directory inside the
- * checkout (so that node_modules resolves; not dist/, which may be in use), removed at cleanup.
- */
-async function bundle(): Promise<string[]> {
-  mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
-  const directory = mkdtempSync(path.join(ROOT, 'bench', 'results', '.build-'));
-  onCleanup(`remove ${directory}`, () => rmSync(directory, { recursive: true, force: true }));
-  const result = await build({ outdir: directory, sourcemap: false });
-  log(`built ${path.relative(ROOT, result.main)} in ${result.ms} ms`);
-  return [result.main];
-}
-
 /** --heap-flags: the node flags a worker would get, none, or the given ones. */
 function heapFlagsOption(): string[] {
   const option = options['heap-flags']!;
@@ -378,7 +363,7 @@ async function main(): Promise<number> {
   const adminPassword = `bench-${randomBytes(12).toString('hex')}`;
   const dataDirectory = tempDirectory('kg-bench-memory-data-');
   const snapshotDirectory = tempDirectory('kg-bench-memory-heap-');
-  const entry = options.compiled ? await bundle() : undefined;
+  const entry = options.compiled ? await compiledEntry(log) : undefined;
   const common = {
     adminPassword,
     policyDirectory: path.join(ROOT, 'policies'),
