@@ -1,10 +1,13 @@
 import { AuthenticationError, ForbiddenError } from '../support/errors.ts';
 import type { PolicySubject } from '../policy/gateway-explain.ts';
 import type { GatewayPolicy } from '../policy/gateway-policy.ts';
+import type { PolicyDecision } from '../policy/gateway-policy-types.ts';
 import type { TokenContext } from '../token/token-service.ts';
 import { accessRulesAllow } from './access-rules.ts';
 import { Refusal } from './outcome.ts';
 import type { Authorization, ProxiedRequest } from './proxied-request.ts';
+
+const ACCESS_RULES_REFUSAL: Authorization = Object.freeze({ allowed: false, reason: 'application credential access rules' });
 
 export interface GatewayPolicyHolder {
   /** The policy in force; replaced as a whole on reload. */
@@ -19,6 +22,11 @@ export interface GatewayPolicyHolder {
  */
 export class Authoriser {
   private readonly subjects = new WeakMap<TokenContext, PolicySubject>();
+  /**
+   * One Authorization per policy decision (the policy caches its decisions): a request holds a
+   * shared object, not one of its own that the decision ring would keep alive (decision-store.ts).
+   */
+  private readonly authorizations = new WeakMap<PolicyDecision, Authorization>();
   /** Read once: without a shadow policy the request pays one undefined check. */
   private readonly shadow: (() => Pick<GatewayPolicy, 'decide'>) | undefined;
 
@@ -59,11 +67,15 @@ export class Authoriser {
   ): Authorization {
     const accessRules = user?.applicationCredential?.accessRules ?? [];
     if (accessRules.length > 0 && !privilegedService && !accessRulesAllow(accessRules, serviceType, method, path)) {
-      return { allowed: false, reason: 'application credential access rules' };
+      return ACCESS_RULES_REFUSAL;
     }
     const decision = policy.decide({ service: serviceType, method, path, ...subject });
-    const authorization: Authorization = { allowed: decision.allowed, reason: decision.reason };
-    if (decision.rule !== undefined) Object.assign(authorization, { rule: decision.rule, source: decision.source, line: decision.line });
+    let authorization = this.authorizations.get(decision);
+    if (authorization === undefined) {
+      authorization = { allowed: decision.allowed, reason: decision.reason };
+      if (decision.rule !== undefined) Object.assign(authorization, { rule: decision.rule, source: decision.source, line: decision.line });
+      this.authorizations.set(decision, authorization);
+    }
     return authorization;
   }
 

@@ -1,4 +1,6 @@
 import t from 'tap';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { DecisionStore } from '../../src/gateway/decision-store.ts';
 import { outcomeOf } from '../../src/gateway/outcome.ts';
 import { ProxiedRequest } from '../../src/gateway/proxied-request.ts';
@@ -38,4 +40,47 @@ t.test('fewer than kept: latest returns what there is', async (t) => {
   const request = proxied();
   store.record(request, outcomeOf(request, 200, 1));
   t.same((await store.latest(10)).map((entry) => entry.decision.request_id), [request.requestId]);
+});
+
+// What the ring keeps must not be the request's own objects: 10,000 of them outlive two scavenges
+// and are promoted to the old generation, which brings mark-compacts (the gateway's longest pauses).
+t.test('keeps nothing the request made alive', async (t) => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const store = new DecisionStore({ kept: 10, clock: { now: () => 0 } });
+  let request: ProxiedRequest | undefined = proxied();
+  let outcome: ReturnType<typeof outcomeOf> | undefined = outcomeOf(request, 200, 1);
+  const id = request.requestId;
+  const requestRef = new WeakRef(request);
+  const outcomeRef = new WeakRef(outcome);
+  store.record(request, outcome);
+  request = undefined;
+  outcome = undefined;
+  await new Promise((resolve) => setImmediate(resolve));
+  gc();
+  t.equal(outcomeRef.deref(), undefined, 'the outcome object is not retained');
+  t.equal(requestRef.deref(), undefined, 'the proxied request is not retained');
+  t.match(await store.find(id), { request_id: id, method: 'GET', path: '/echo/v1/p/things', status: 200, effect: 'allow' }, 'the decision is still there');
+});
+
+t.test('paths longer than the ring keeps in place, other methods, and ids of another form', async (t) => {
+  const store = new DecisionStore({ kept: 4, clock: { now: () => 0 } });
+  const long = proxied();
+  const longPath = `/echo/v1/${'é'.repeat(150)}`;
+  long.route = { target: { path: longPath } as never, serviceType: 'echo', path: longPath.slice('/echo'.length), encodedPath: '' };
+  store.record(long, outcomeOf(long, 200, 1));
+  const odd = proxied();
+  (odd.request as { method: string }).method = 'PROPFIND';
+  store.record(odd, { ...outcomeOf(odd, 405, 1), request_id: 'req-NOT-A-UUID' });
+  const unrouted = proxied();
+  unrouted.route = undefined;
+  unrouted.authorization = undefined;
+  unrouted.subject = undefined;
+  store.record(unrouted, outcomeOf(unrouted, 400, 1));
+  const [third, second, first] = await store.latest(3);
+  t.match(first, { decision: { request_id: long.requestId, path: longPath }, policyPath: longPath.slice('/echo'.length) });
+  t.match(second, { decision: { request_id: 'req-NOT-A-UUID', method: 'PROPFIND', status: 405 } });
+  t.match(third, { decision: { request_id: unrouted.requestId, path: '', effect: null, rule: null }, policyPath: null, subject: null });
+  t.match(await store.find(long.requestId), { path: longPath });
+  t.equal(await store.find('req-00000000-0000-0000-0000-000000000000'), undefined);
 });
