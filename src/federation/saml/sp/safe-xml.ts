@@ -9,6 +9,12 @@ export class UnsafeXmlError extends Error {
   override name = 'UnsafeXmlError';
 }
 
+/**
+ * Deeper documents are refused (a SAML Response in an ECP envelope nests about 10 levels): the
+ * XPath and canonicalization code of xml-crypto recurse on the tree.
+ */
+export const MAX_XML_DEPTH = 48;
+
 /** Larger documents are refused unparsed (the route's body limit is the first bound). */
 export const MAX_XML_LENGTH = 256 * 1024;
 
@@ -36,13 +42,14 @@ export function parseUntrustedXml(xml: string): Document {
   for (let node = document.firstChild; node; node = node.nextSibling) {
     if (node.nodeType === DOCUMENT_TYPE_NODE || node.nodeType === PROCESSING_INSTRUCTION_NODE) throw new UnsafeXmlError('the document has a DTD or a processing instruction');
   }
-  const pending: Node[] = [root as unknown as Node];
+  const pending: Array<[Node, number]> = [[root as unknown as Node, 1]];
   while (pending.length > 0) {
-    const node = pending.pop() as Node;
+    const [node, depth] = pending.pop() as [Node, number];
+    if (depth > MAX_XML_DEPTH) throw new UnsafeXmlError(`the document nests deeper than ${MAX_XML_DEPTH} levels`);
     if (node.nodeType === ENTITY_REFERENCE_NODE || node.nodeType === PROCESSING_INSTRUCTION_NODE || node.nodeType === DOCUMENT_TYPE_NODE) {
       throw new UnsafeXmlError('the document has an entity reference or a processing instruction');
     }
-    for (let child = node.firstChild; child; child = child.nextSibling) pending.push(child);
+    for (let child = node.firstChild; child; child = child.nextSibling) pending.push([child, depth + 1]);
   }
   return document as unknown as Document;
 }
