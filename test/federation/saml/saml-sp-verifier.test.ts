@@ -322,10 +322,14 @@ t.test('trusted metadata is re-read when its file changes; a bad file keeps the 
   fs.writeFileSync(file, '<not metadata');
   fs.utimesSync(file, new Date(), new Date(Date.now() + 10_000));
   t.ok(await h.verify(rotated.response()), 'a broken file: the last good content is kept');
+  t.ok(await h.verify(rotated.response()), 'again');
   t.match(h.warnings, [/cannot be read/]);
+  t.equal(h.warnings.length, 1, 'the broken file is logged once, not at every login');
   const missing = harness({ SAML_TRUSTED_IDP_METADATA: '/nonexistent/metadata.xml' });
   const error = await failure(t, missing.verify(idp.response()));
   t.equal(statusOf(error), 503, 'metadata never read: 503 (the issuer may be in it)');
+  t.equal(statusOf(await failure(t, missing.verify(idp.response()))), 503, 'still');
+  t.equal(missing.warnings.filter((warning) => /cannot be read/.test(warning)).length, 1, 'logged once');
 });
 
 t.test('trusted metadata from a URL, fetched again after SAML_METADATA_REFRESH_SECONDS', async (t) => {

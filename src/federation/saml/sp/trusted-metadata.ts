@@ -149,16 +149,19 @@ export class TrustedIdpMetadata {
 
   private async refreshFile(file: string): Promise<void> {
     const state = this.states.get(file);
+    // The version of the file last tried (read or not): a broken file is tried (and logged) once per change.
+    let version = 'missing';
     try {
       const stat = await fs.stat(file);
-      const version = `${stat.mtimeMs}:${stat.size}`;
+      version = `${stat.mtimeMs}:${stat.size}`;
       if (state && state.version === version) return;
       const parsed = parseIdpMetadata(await fs.readFile(file, 'utf8'), file);
       this.states.set(file, { version, entities: parsed.entities, validUntil: parsed.validUntil, failed: false });
     } catch (error) {
+      if (state && state.version === version) return;
       this.options.log?.warn({ source: file, cause: (error as Error).message }, 'SAML: trusted identity-provider metadata cannot be read; its last good content is kept');
-      if (!state) this.states.set(file, { entities: [], validUntil: new Map(), failed: true });
-      else if (state.version !== undefined) state.version = `failed:${state.version}`;
+      if (!state) this.states.set(file, { version, entities: [], validUntil: new Map(), failed: true });
+      else state.version = version;
     }
   }
 
