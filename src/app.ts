@@ -13,6 +13,9 @@ import { FederatedLogin } from './federation/federated-login.ts';
 import { OidcAssertionVerifier } from './federation/oidc/oidc-verifier.ts';
 import type { AssertionVerifier } from './federation/assertion.ts';
 import { SamlIdentityProvider } from './federation/saml/saml-idp.ts';
+import { MemoryReplayCache, RedisReplayCache } from './federation/saml/sp/replay-cache.ts';
+import { SamlAssertionVerifier } from './federation/saml/sp/saml-verifier.ts';
+import { TrustedIdpMetadata } from './federation/saml/sp/trusted-metadata.ts';
 import { loadSigningKeys } from './federation/saml/signing-keys.ts';
 import { DomainConfigService } from './domain-config/domain-config-service.ts';
 import { CREDENTIAL_MAX_ACTIVE_KEYS, CredentialEncryption } from './credential/credential-encryption.ts';
@@ -370,7 +373,11 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     // The totp method reads the user's totp credentials (the credential service is built below).
     const totp = new TotpAuthenticator(identity, (userId: string): Promise<string[]> => credentials.totpSecrets(userId), clock, config.totpIncludedPreviousWindows);
     const federation = new FederationService(store, resources, sync);
-    const federatedLogin = new FederatedLogin(store, federation, identity, resources, assignments, { remoteIdAttribute: config.federationRemoteIdAttribute });
+    const federatedLogin = new FederatedLogin(store, federation, identity, resources, assignments, {
+      remoteIdAttribute: config.federationRemoteIdAttribute,
+      // Keystone's recommended [saml2] remote_id_attribute = Shib-Identity-Provider, for each SAML protocol.
+      protocolRemoteIdAttributes: Object.fromEntries(config.samlSp.remoteIdAttribute ? config.samlSp.protocols.map((id) => [id, config.samlSp.remoteIdAttribute]) : []),
+    });
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts, oauth1, {
       totp,
       receipts,
@@ -489,7 +496,21 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       federation,
       federatedLogin,
       // Federated logins believe only what a verifier checked itself (OIDC bearer tokens now).
-      assertionVerifiers: options.assertionVerifiers ?? [new OidcAssertionVerifier(config.oidc, { clock, log })],
+      assertionVerifiers: options.assertionVerifiers ?? [
+        new OidcAssertionVerifier(config.oidc, { clock, log }),
+        new SamlAssertionVerifier(config.samlSp, {
+          clock,
+          log,
+          metadata: new TrustedIdpMetadata(config.samlSp.trustedIdpMetadata, {
+            clock,
+            refreshMs: config.samlSp.metadataRefreshSeconds * 1000,
+            httpTimeoutMs: config.samlSp.metadataHttpTimeoutMs,
+            log,
+          }),
+          // Assertion ids already used: shared by every node through Redis when configured.
+          replayCache: redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock),
+        }),
+      ],
       saml: new SamlIdentityProvider({ settings: config.saml, keys: samlKeys, clock, federation, tokens, identity, resources }),
       credentials,
       tokens,

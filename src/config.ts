@@ -128,6 +128,38 @@ export interface Config {
   oidc: OidcSettings;
   /** Keystone's [saml] section: this service as a SAML 2.0 identity provider (K2K); off without key files. */
   saml: SamlIdpConfig;
+  /** SAML_SP_* and SAML_TRUSTED_IDP_METADATA: this service as a SAML 2.0 service provider (src/federation/saml/sp/). */
+  samlSp: SamlSpSettings;
+}
+
+/** How SAML responses posted to a federated login are verified (this service as SAML service provider). */
+export interface SamlSpSettings {
+  /** SAML_PROTOCOLS: the federation protocol ids whose logins carry a SAML response (default saml2). */
+  protocols: string[];
+  /**
+   * SAML_TRUSTED_IDP_METADATA: files (absolute paths) or http(s) URLs of identity-provider metadata;
+   * signatures are checked against their certificates only. Empty: every SAML login is refused.
+   */
+  trustedIdpMetadata: string[];
+  /** SAML_METADATA_REFRESH_SECONDS: how often a metadata URL is fetched again (files: on each change). */
+  metadataRefreshSeconds: number;
+  /** SAML_METADATA_HTTP_TIMEOUT_MS: bound on fetching one metadata URL. */
+  metadataHttpTimeoutMs: number;
+  /** SAML_CLOCK_SKEW_SECONDS: tolerance on NotBefore, NotOnOrAfter and IssueInstant. */
+  clockSkewSeconds: number;
+  /** SAML_SP_ENTITY_ID: an Audience this service answers to, beside its login URLs. */
+  entityId: string | undefined;
+  /**
+   * SAML_SP_ACCEPTED_RECIPIENTS: further URLs accepted as Destination and Recipient, beside this
+   * login's own public URL (e.g. the Shibboleth ECP URL an identity provider still has as sp_url).
+   */
+  acceptedRecipients: string[];
+  /** SAML_SIGNATURE_ALGORITHMS: the XML-DSig signature algorithms accepted (rsa-sha256, rsa-sha512, rsa-sha1). */
+  signatureAlgorithms: Array<'rsa-sha256' | 'rsa-sha512' | 'rsa-sha1'>;
+  /** SAML_REMOTE_ID_ATTRIBUTE: Keystone's [saml2] remote_id_attribute for SAML protocols (default Shib-Identity-Provider). */
+  remoteIdAttribute: string;
+  /** SAML_REPLAY_KEY_PREFIX: the Redis key prefix of the assertion ids already used (with REDIS_URL). */
+  replayKeyPrefix: string;
 }
 
 /** How bearer tokens of OpenID Providers are verified on a federated login (OIDC_* settings). */
@@ -418,6 +450,57 @@ function uri(env: Environment, name: string, maxLength = 8192): string | undefin
   return raw;
 }
 
+const SAML_SP_ALGORITHMS = ['rsa-sha256', 'rsa-sha512', 'rsa-sha1'] as const;
+
+function samlSp(env: Environment): SamlSpSettings {
+  const protocols = list(env, 'SAML_PROTOCOLS', 'saml2');
+  for (const protocol of protocols) {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(protocol)) throw new ConfigError(`SAML_PROTOCOLS must list protocol ids, got '${protocol}'`);
+  }
+  const oidc = list(env, 'OIDC_PROTOCOLS', 'openid');
+  const both = protocols.filter((protocol) => oidc.includes(protocol));
+  if (both.length > 0) throw new ConfigError(`SAML_PROTOCOLS and OIDC_PROTOCOLS both name ${both.join(', ')}: a protocol is verified one way`);
+  const trustedIdpMetadata = list(env, 'SAML_TRUSTED_IDP_METADATA').map((source) => {
+    if (/^https?:\/\//i.test(source)) {
+      try {
+        new URL(source);
+      } catch {
+        throw new ConfigError(`SAML_TRUSTED_IDP_METADATA: '${source}' is not a valid URL`);
+      }
+      return source;
+    }
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(source)) throw new ConfigError(`SAML_TRUSTED_IDP_METADATA: '${source}' is neither a file nor an http(s) URL`);
+    return path.resolve(source);
+  });
+  const acceptedRecipients = list(env, 'SAML_SP_ACCEPTED_RECIPIENTS').map((recipient) => {
+    try {
+      const parsed = new URL(recipient);
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('scheme');
+    } catch {
+      throw new ConfigError(`SAML_SP_ACCEPTED_RECIPIENTS: '${recipient}' is not an http(s) URL`);
+    }
+    return recipient;
+  });
+  const signatureAlgorithms = list(env, 'SAML_SIGNATURE_ALGORITHMS', SAML_SP_ALGORITHMS.join(',')).map((algorithm) => {
+    const name = algorithm.toLowerCase();
+    if (!(SAML_SP_ALGORITHMS as readonly string[]).includes(name)) throw new ConfigError(`SAML_SIGNATURE_ALGORITHMS must list ${SAML_SP_ALGORITHMS.join(', ')}, got '${algorithm}'`);
+    return name as SamlSpSettings['signatureAlgorithms'][number];
+  });
+  if (signatureAlgorithms.length === 0) throw new ConfigError('SAML_SIGNATURE_ALGORITHMS must name at least one algorithm');
+  return {
+    protocols,
+    trustedIdpMetadata,
+    metadataRefreshSeconds: integer(env, 'SAML_METADATA_REFRESH_SECONDS', 3600, 10, 604_800),
+    metadataHttpTimeoutMs: integer(env, 'SAML_METADATA_HTTP_TIMEOUT_MS', 5000, 100, 60_000),
+    clockSkewSeconds: integer(env, 'SAML_CLOCK_SKEW_SECONDS', 60, 0, 600),
+    entityId: uri(env, 'SAML_SP_ENTITY_ID', 1024),
+    acceptedRecipients,
+    signatureAlgorithms,
+    remoteIdAttribute: (env.SAML_REMOTE_ID_ATTRIBUTE ?? 'Shib-Identity-Provider').trim(),
+    replayKeyPrefix: env.SAML_REPLAY_KEY_PREFIX || 'keystone-gateway:saml-replay:',
+  };
+}
+
 function samlIdp(env: Environment): SamlIdpConfig {
   const certFile = env.SAML_CERTFILE ? path.resolve(env.SAML_CERTFILE) : undefined;
   const keyFile = env.SAML_KEYFILE ? path.resolve(env.SAML_KEYFILE) : undefined;
@@ -551,5 +634,6 @@ export function loadConfig(env: Environment = process.env): Config {
     },
     oidc: oidcSettings(env),
     saml: samlIdp(env),
+    samlSp: samlSp(env),
   };
 }

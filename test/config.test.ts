@@ -252,3 +252,42 @@ t.test('DOMAIN_CONFIG_DIR: unset is none; a path is resolved', async (t) => {
   t.equal(loadConfig({ DOMAIN_CONFIG_DIR: '' }).domainConfigDirectory, undefined);
   t.equal(loadConfig({ DOMAIN_CONFIG_DIR: 'etc/domains' }).domainConfigDirectory, path.resolve('etc/domains'));
 });
+
+t.test('SAML service provider settings (SAML_PROTOCOLS, SAML_TRUSTED_IDP_METADATA, …)', async (t) => {
+  t.strictSame(loadConfig({}).samlSp, {
+    protocols: ['saml2'],
+    trustedIdpMetadata: [],
+    metadataRefreshSeconds: 3600,
+    metadataHttpTimeoutMs: 5000,
+    clockSkewSeconds: 60,
+    entityId: undefined,
+    acceptedRecipients: [],
+    signatureAlgorithms: ['rsa-sha256', 'rsa-sha512', 'rsa-sha1'],
+    remoteIdAttribute: 'Shib-Identity-Provider',
+    replayKeyPrefix: 'keystone-gateway:saml-replay:',
+  });
+  const given = loadConfig({
+    SAML_PROTOCOLS: 'saml2, k2k',
+    SAML_TRUSTED_IDP_METADATA: 'idp.xml, https://idp.example.org/metadata',
+    SAML_CLOCK_SKEW_SECONDS: '5',
+    SAML_SP_ENTITY_ID: 'https://sp.example.org',
+    SAML_SP_ACCEPTED_RECIPIENTS: 'https://sp.example.org/Shibboleth.sso/SAML2/ECP',
+    SAML_SIGNATURE_ALGORITHMS: 'RSA-SHA256',
+    SAML_REMOTE_ID_ATTRIBUTE: '',
+  }).samlSp;
+  t.match(given, {
+    protocols: ['saml2', 'k2k'],
+    trustedIdpMetadata: [path.resolve('idp.xml'), 'https://idp.example.org/metadata'],
+    clockSkewSeconds: 5,
+    entityId: 'https://sp.example.org',
+    acceptedRecipients: ['https://sp.example.org/Shibboleth.sso/SAML2/ECP'],
+    signatureAlgorithms: ['rsa-sha256'],
+    remoteIdAttribute: '',
+  });
+  t.throws(() => loadConfig({ SAML_PROTOCOLS: 'openid' }), { name: 'ConfigError', message: /SAML_PROTOCOLS and OIDC_PROTOCOLS both name openid/ });
+  t.throws(() => loadConfig({ SAML_PROTOCOLS: 'saml 2' }), { name: 'ConfigError', message: /SAML_PROTOCOLS/ });
+  t.throws(() => loadConfig({ SAML_TRUSTED_IDP_METADATA: 'ftp://idp/metadata' }), { name: 'ConfigError', message: /SAML_TRUSTED_IDP_METADATA/ });
+  t.throws(() => loadConfig({ SAML_SP_ACCEPTED_RECIPIENTS: 'not a url' }), { name: 'ConfigError', message: /SAML_SP_ACCEPTED_RECIPIENTS/ });
+  t.throws(() => loadConfig({ SAML_SIGNATURE_ALGORITHMS: 'hmac-sha1' }), { name: 'ConfigError', message: /SAML_SIGNATURE_ALGORITHMS/ });
+  t.throws(() => loadConfig({ SAML_CLOCK_SKEW_SECONDS: '3600' }), { name: 'ConfigError', message: /SAML_CLOCK_SKEW_SECONDS/ });
+});

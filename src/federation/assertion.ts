@@ -14,6 +14,14 @@ export interface AssertionRequest {
   protocol: Protocol;
   /** The request's headers, names lower-cased (Authorization: Bearer … for OIDC). */
   headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** The request's Content-Type (lower-cased header value) and raw body, for a protocol that posts its assertion (SAML). */
+  contentType?: string;
+  body?: unknown;
+  /**
+   * This login's public URL (PUBLIC_URL based, never the request's Host): what a SAML assertion's
+   * Destination and Recipient must name.
+   */
+  endpointUrl?: string;
 }
 
 /**

@@ -35,6 +35,11 @@ export interface FederatedLoginResult {
 export interface FederatedLoginOptions {
   /** Keystone's [federation] remote_id_attribute ('' : none). */
   remoteIdAttribute: string;
+  /**
+   * Keystone's [<protocol>] remote_id_attribute, between the protocol's own and the [federation]
+   * one: e.g. Shib-Identity-Provider for the SAML protocols (SAML_REMOTE_ID_ATTRIBUTE).
+   */
+  protocolRemoteIdAttributes?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -130,13 +135,13 @@ export class FederatedLogin {
   }
 
   /**
-   * Keystone's validate_idp: the remote id attribute is the protocol's, else
-   * FEDERATION_REMOTE_ID_ATTRIBUTE; with none, or a provider without remote ids, any assertion
+   * Keystone's validate_idp: the remote id attribute is the protocol's, else the one configured for
+   * its protocol id (Keystone's [saml2] remote_id_attribute), else FEDERATION_REMOTE_ID_ATTRIBUTE; with none, or a provider without remote ids, any assertion
    * goes. The assertion must carry it (else the 401 of a ValidationError in an authentication) and
    * its value be one of the provider's remote ids (403).
    */
   private checkRemoteId(identityProvider: IdentityProvider, protocol: Protocol, assertion: Assertion): void {
-    const attribute = protocol.remoteIdAttribute || this.options.remoteIdAttribute;
+    const attribute = protocol.remoteIdAttribute || this.options.protocolRemoteIdAttributes?.[protocol.id] || this.options.remoteIdAttribute;
     if (!attribute || identityProvider.remoteIds.length === 0) return;
     const value = assertion[attribute];
     if (value === undefined) {

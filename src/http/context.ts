@@ -40,6 +40,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** No X-Auth-Token needed (discovery, token issue, self-service password change). */
     public?: boolean;
+    /** The body of a SAML message type (XML, ECP, form) reaches the route unparsed, as a Buffer (the SAML login). */
+    rawSamlBody?: boolean;
   }
 }
 

@@ -8,6 +8,7 @@ import type { App, IdentityApi } from './context.ts';
 import { handleError, NOT_JSON, sendError } from './errors.ts';
 import { awaitsContinue, continueIfExpected } from './expect.ts';
 import { deriveBaseUrl } from './links.ts';
+import { FORM_TYPE, SAML_XML_TYPES } from '../federation/saml/sp/saml-verifier.ts';
 import type { DocumentedRoute, RouteSchemas } from './openapi.ts';
 import { registerApiDocsRoutes } from './routes/api-docs.ts';
 import { registerApplicationCredentialRoutes } from './routes/application-credentials.ts';
@@ -125,6 +126,12 @@ function badText(root: object): ValidationError | undefined {
   return undefined;
 }
 
+/** The content types a SAML message is posted as (saml-verifier.ts). */
+function isSamlBodyType(contentType: string | undefined): boolean {
+  const type = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  return SAML_XML_TYPES.includes(type) || type === FORM_TYPE;
+}
+
 /** A registered route: method, URL template, whether it needs a token, and its schemas (for OpenAPI). */
 export type RouteInfo = DocumentedRoute;
 
@@ -143,6 +150,11 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
     }
   });
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
+    // The SAML login takes its message as posted (XML, ECP, or a form); its verifier parses it.
+    if (request.routeOptions.config.rawSamlBody === true && isSamlBodyType(request.headers['content-type'])) {
+      done(null, body);
+      return;
+    }
     // No Content-Type at all is read as JSON, as Keystone does; any other type with a body is refused.
     if (request.headers['content-type'] === undefined || (body as Buffer).length === 0) {
       try {

@@ -6,6 +6,7 @@ import type { TokenContext } from '../../token/token-service.ts';
 import { auditInitiator } from '../audit.ts';
 import type { App, IdentityApi } from '../context.ts';
 import { renderToken } from '../render.ts';
+import { MOUNT_PREFIX } from '../links.ts';
 import { TokenBody, params } from '../schemas.ts';
 
 const LOGIN_PATH = '/v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth';
@@ -26,7 +27,14 @@ export function registerFederationAuthRoutes(app: App, api: IdentityApi): void {
     try {
       const attempt = await api.loginThrottle.begin(initiator.address, undefined);
       const { identityProvider, protocol } = await api.federatedLogin.target(request.params.idp_id, request.params.protocol_id);
-      const assertion = await FederatedLogin.verify(api.assertionVerifiers, { identityProvider, protocol, headers: request.headers });
+      const assertion = await FederatedLogin.verify(api.assertionVerifiers, {
+        identityProvider,
+        protocol,
+        headers: request.headers,
+        contentType: request.headers['content-type'],
+        body: request.body,
+        endpointUrl: loginUrl(api, request, identityProvider.id, protocol.id),
+      });
       const { user, federation } = await api.federatedLogin.login(identityProvider, protocol, assertion);
       token = await api.tokens.issueFederated({ user, protocolId: protocol.id, ...(federation ? { federation } : {}) });
       await attempt.succeeded();
@@ -42,5 +50,15 @@ export function registerFederationAuthRoutes(app: App, api: IdentityApi): void {
     return { token: renderToken(token, catalog, await api.federation.enabledServiceProviders()) };
   };
   app.get(LOGIN_PATH, { config: { public: true }, schema: { params: LoginParams, response: { 201: TokenBody } } }, handler);
-  app.post(LOGIN_PATH, { config: { public: true }, schema: { params: LoginParams, response: { 201: TokenBody } } }, handler);
+  app.post(LOGIN_PATH, { config: { public: true, rawSamlBody: true }, schema: { params: LoginParams, response: { 201: TokenBody } } }, handler);
+}
+
+/**
+ * This login's public URL, what a SAML assertion must be addressed to: PUBLIC_URL (or the default
+ * base URL) and the mount prefix, never the request's Host header (a client could name another
+ * service provider's host and replay an assertion made for it).
+ */
+function loginUrl(api: IdentityApi, request: FastifyRequest, idpId: string, protocolId: string): string {
+  const prefix = (request.raw as { [MOUNT_PREFIX]?: string })[MOUNT_PREFIX] ?? '';
+  return `${api.config.publicUrl}${prefix}/v3/OS-FEDERATION/identity_providers/${encodeURIComponent(idpId)}/protocols/${encodeURIComponent(protocolId)}/auth`;
 }
