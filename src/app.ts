@@ -11,6 +11,9 @@ import { PolicyStoreService } from './policy-store/policy-store-service.ts';
 import { FederationService } from './federation/federation-service.ts';
 import { FederatedLogin } from './federation/federated-login.ts';
 import { OidcAssertionVerifier } from './federation/oidc/oidc-verifier.ts';
+import { OidcProviderDirectory } from './federation/oidc/provider-directory.ts';
+import { OidcWebSso } from './federation/oidc/websso.ts';
+import { MemoryReplayCache, RedisReplayCache, WebSsoStateSealer } from './federation/oidc/websso-state.ts';
 import type { AssertionVerifier } from './federation/assertion.ts';
 import { SamlIdentityProvider } from './federation/saml/saml-idp.ts';
 import { loadSigningKeys } from './federation/saml/signing-keys.ts';
@@ -472,6 +475,14 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       database: () => ({ reachable: store.health.reachable, partitions: store.health.partitions }),
     });
 
+    // The OpenID Providers' discovery documents and keys: one cache for bearer logins and websso.
+    const oidcProviders = new OidcProviderDirectory({
+      fetch: (input, init) => fetch(input, init),
+      clock,
+      httpTimeoutMs: config.oidc.httpTimeoutMs,
+      cacheMs: config.oidc.metadataCacheSeconds * 1000,
+      refreshIntervalMs: config.oidc.jwksRefreshIntervalSeconds * 1000,
+    });
     const api: IdentityApi = {
       config,
       resources,
@@ -489,7 +500,20 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       federation,
       federatedLogin,
       // Federated logins believe only what a verifier checked itself (OIDC bearer tokens now).
-      assertionVerifiers: options.assertionVerifiers ?? [new OidcAssertionVerifier(config.oidc, { clock, log })],
+      assertionVerifiers: options.assertionVerifiers ?? [new OidcAssertionVerifier(config.oidc, { clock, log, directory: oidcProviders })],
+      // Browser single sign-on (websso) as an OIDC relying party; its login states sealed with a key
+      // derived from the pepper every node shares, single-use across nodes through Redis.
+      oidcWebSso: new OidcWebSso({
+        websso: config.websso,
+        oidc: config.oidc,
+        directory: oidcProviders,
+        federation,
+        federatedLogin,
+        sealer: new WebSsoStateSealer(pepper.pepper),
+        replays: redis ? new RedisReplayCache(redis, config.websso.replayKeyPrefix, clock, log) : new MemoryReplayCache(clock),
+        clock,
+        log,
+      }),
       saml: new SamlIdentityProvider({ settings: config.saml, keys: samlKeys, clock, federation, tokens, identity, resources }),
       credentials,
       tokens,
