@@ -145,7 +145,8 @@ function stateCookie(name: string, value: string, maxAgeSeconds: number, redirec
 export function parseCookies(header: string | undefined): Record<string, string> {
   const cookies: Record<string, string> = Object.create(null) as Record<string, string>;
   if (!header) return cookies;
-  for (const pair of header.split(';')) {
+  for (const raw of header.split(';')) {
+    const pair = raw.trim();
     const index = pair.indexOf('=');
     if (index <= 0) continue;
     const name = pair.slice(0, index).trim();
