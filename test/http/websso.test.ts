@@ -12,6 +12,7 @@ import { AuthenticationError } from '../../src/support/errors.ts';
 import { PUBLIC_URL, startTestApp, type TestApp } from '../helpers/app.ts';
 import { HeadlessBrowser, type BrowserResponse } from '../helpers/browser.ts';
 import { OIDC_USERS, startOidcPeer, type OidcPeer } from '../helpers/oidc-peer.ts';
+import { TEST_REDIS_URL, testRedis } from '../helpers/redis.ts';
 
 // Keystone's websso for OpenID Connect with this service as the relying party, against the REAL
 // OpenID Provider of ../shared/peers/oidc: a headless browser (a cookie jar, no JavaScript) goes
@@ -40,8 +41,8 @@ interface World {
   audit: () => AuditNotification[];
 }
 
-async function world(t: Test): Promise<World> {
-  const op = await startOidcPeer(t, { clients: CLIENTS });
+async function world(t: Test, options: { op?: OidcPeer; env?: Record<string, string> } = {}): Promise<World> {
+  const op = options.op ?? (await startOidcPeer(t, { clients: CLIENTS }));
   const lines: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
   const app = await startTestApp(
@@ -51,6 +52,7 @@ async function world(t: Test): Promise<World> {
       OIDC_CLIENT_ID: 'keystone',
       OIDC_CLIENT_SECRET: 'keystone-secret',
       OIDC_SCOPE: 'openid profile email groups',
+      ...options.env,
     },
     { logger },
   );
@@ -383,4 +385,44 @@ t.test('websso against the real OpenID Provider', async (t) => {
     signWith = { key: (await generateKeyPair('RS256')).privateKey, kid: jwks.keys[0]!.kid! };
     await attempt('signed by another key under the same kid', (claims) => claims, /signature/);
   });
+});
+
+t.test('two nodes behind one public URL, no sticky sessions: either node serves the callback; Redis makes the state single-use across them', async (t) => {
+  const redis = await testRedis(t);
+  if (!redis) {
+    t.fail(`no Redis at ${TEST_REDIS_URL}`);
+    return;
+  }
+  const op = await startOidcPeer(t, { clients: CLIENTS });
+  const env = {
+    SECRET_PEPPER: 'one pepper for every node of this deployment',
+    REDIS_URL: TEST_REDIS_URL,
+    REDIS_EVENTS_CHANNEL: `${redis.prefix}events`,
+    RATE_LIMIT_KEY_PREFIX: `${redis.prefix}ratelimit:`,
+    AUDIT_STREAM: `${redis.prefix}audit`,
+    WEBSSO_KEY_PREFIX: `${redis.prefix}websso:`,
+  };
+  const nodeA = await world(t, { op, env });
+  const nodeB = await world(t, { op, env });
+  // The balancer: each request to the public URL goes to the node the test chooses.
+  let node = nodeA;
+  const browser = new HeadlessBrowser(new URL(PUBLIC_URL).host, (options) => node.app.request(options));
+  const callback = await startAndLogin(t, nodeA, browser);
+  const [cookieName, cookieValue] = Object.entries(browser.cookiesFor(callback))[0]!;
+  node = nodeB;
+  const page = await browser.request(callback);
+  t.equal(page.status, 200, `node B completes the login node A began: ${page.body.slice(0, 200)}`);
+  const validated = await nodeB.app.call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': ssoForm(page.body).token });
+  t.equal(validated.json().token.user.name, 'alice');
+  t.ok((await redis.redis.keys(`${redis.prefix}websso:*`)).length === 1, 'the used state is recorded in Redis');
+  node = nodeA;
+  browser.setCookie(callback, cookieName, cookieValue, new URL(CALLBACK).pathname);
+  refusedGenerically(t, await browser.request(callback), 'replayed at node A');
+
+  // A node with another pepper cannot open the state of this deployment.
+  const stranger = await world(t, { op, env: { ...env, SECRET_PEPPER: 'the pepper of another deployment entirely' } });
+  node = nodeA;
+  const second = await startAndLogin(t, nodeA, browser);
+  node = stranger;
+  refusedGenerically(t, await browser.request(second), 'a node of another deployment');
 });

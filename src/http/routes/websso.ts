@@ -58,7 +58,8 @@ export function registerWebSsoRoutes(app: App, api: IdentityApi, websso: OidcWeb
     app.post(path, { config: { public: true }, schema }, start);
   }
 
-  app.get(CALLBACK_PATH, { config: { public: true }, schema: { params: ProtocolParams, querystring: CallbackQuery } }, async (request: CallbackRequest, reply) => {
+  // No HEAD: a HEAD would spend the state and issue a token nobody receives.
+  app.get(CALLBACK_PATH, { config: { public: true }, exposeHeadRoute: false, schema: { params: ProtocolParams, querystring: CallbackQuery } }, async (request: CallbackRequest, reply) => {
     const initiator = auditInitiator(api, request, reply);
     const redirectUri = `${baseUrl(request)}/v3/auth/OS-FEDERATION/websso/${encodeURIComponent(request.params.protocol_id)}/redirect`;
     let token: TokenContext;
