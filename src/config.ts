@@ -168,6 +168,8 @@ export interface OidcRelyingParty {
   clientSecret: string | undefined;
   /** The scopes asked for (always including openid). */
   scope: string;
+  /** OIDC_USERINFO: the provider's userinfo claims are added to the id_token's (as mod_auth_openidc does). */
+  userinfo: boolean;
 }
 
 /** Keystone's websso (browser single sign-on) settings. */
@@ -419,7 +421,7 @@ function webSsoSettings(env: Environment): WebSsoSettings {
     trustedDashboards,
     stateTtlSeconds: integer(env, 'WEBSSO_STATE_TTL_SECONDS', 600, 30, 3600),
     replayKeyPrefix: env.WEBSSO_KEY_PREFIX || 'keystone-gateway:websso:',
-    oidcClient: clientId === undefined ? undefined : { clientId, clientSecret, scope: scope.join(' ') },
+    oidcClient: clientId === undefined ? undefined : { clientId, clientSecret, scope: scope.join(' '), userinfo: booleanSetting(env, 'OIDC_USERINFO', true) },
   };
 }
 

@@ -39,6 +39,8 @@ interface World {
   groups: Record<'developers' | 'admins' | 'viewers', string>;
   projectId: string;
   audit: () => AuditNotification[];
+  /** Log messages (msg) of the service. */
+  messages: () => string[];
 }
 
 async function world(t: Test, options: { op?: OidcPeer; env?: Record<string, string> } = {}): Promise<World> {
@@ -84,7 +86,8 @@ async function world(t: Test, options: { op?: OidcPeer; env?: Record<string, str
       .map((line) => JSON.parse(line))
       .filter((entry) => entry.msg === 'audit')
       .map((entry) => entry.notification as AuditNotification);
-  return { op, app, domainId, groups, projectId, audit };
+  const messages = () => lines.map((line) => String(JSON.parse(line).msg));
+  return { op, app, domainId, groups, projectId, audit, messages };
 }
 
 const browserOf = (w: World) => new HeadlessBrowser(new URL(PUBLIC_URL).host, w.app.request);
@@ -173,6 +176,10 @@ t.test('websso against the real OpenID Provider', async (t) => {
     const { action, token } = ssoForm(page.body);
     t.equal(action, DASHBOARD, 'to the origin');
     t.strictSame(browser.cookiesFor(callback), {}, 'the login state cookie is cleared');
+    t.ok(
+      w.messages().some((message) => /^websso: userinfo answered 40\d/.test(message)),
+      "the peer's userinfo refuses an access token bound to its resource: logged, the id_token's claims used alone",
+    );
 
     const validated = await w.app.call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': token });
     t.equal(validated.statusCode, 200);
@@ -233,7 +240,7 @@ t.test('websso against the real OpenID Provider', async (t) => {
     const browser = browserOf(w);
     const unknownIdp = await browser.request(withOrigin(`${PUBLIC_URL}/v3/auth/OS-FEDERATION/identity_providers/nope/protocols/openid/websso`));
     t.equal(unknownIdp.status, 404);
-    t.equal(errorOf(unknownIdp).code, 404);
+    t.strictSame(errorOf(unknownIdp), { code: 404, title: 'Not Found', message: 'Could not find Identity Provider: nope.' }, "Keystone 22's answer (checked against the real one)");
     const unknownProtocol = await browser.request(withOrigin(`${PUBLIC_URL}/v3/auth/OS-FEDERATION/identity_providers/oidc-idp/protocols/mapped/websso`));
     t.equal(unknownProtocol.status, 404, 'a protocol the provider does not have');
     const notFederated = await browser.request(withOrigin(`${PUBLIC_URL}/v3/auth/OS-FEDERATION/identity_providers/oidc-idp/protocols/kerberos/websso`));
@@ -332,8 +339,16 @@ t.test('websso against the real OpenID Provider', async (t) => {
     const providerKey = await importJWK(jwks.keys[0]!, 'RS256');
     let change: ((claims: Record<string, unknown>) => Record<string, unknown>) | undefined;
     let signWith: { key: CryptoKey | Uint8Array; kid: string } = { key: providerKey as CryptoKey, kid: jwks.keys[0]!.kid! };
+    let changeUserinfo: ((claims: Record<string, unknown>) => Record<string, unknown>) | undefined;
+    const userinfoCalls: string[] = [];
     const swapping: Fetch = async (input, init) => {
       const response = await fetch(input, init);
+      if (input.endsWith('/me')) {
+        userinfoCalls.push(String((init.headers as Record<string, string>).authorization));
+        if (!changeUserinfo) return response;
+        const claims = changeUserinfo((await response.json()) as Record<string, unknown>);
+        return new Response(JSON.stringify(claims), { status: 200, headers: { 'content-type': 'application/json' } });
+      }
       if (!input.endsWith('/token') || !change) return response;
       const body = (await response.json()) as Record<string, unknown>;
       const claims = change(decodeJwt(String(body.id_token)) as Record<string, unknown>);
@@ -374,6 +389,24 @@ t.test('websso against the real OpenID Provider', async (t) => {
       }
     };
     await attempt('the real id_token', undefined, /accepted/);
+    t.equal(userinfoCalls.length, 1, 'userinfo read once, with the access token');
+    t.match(userinfoCalls[0], /^Bearer \S+$/);
+    // The peer's access tokens are bound to its resource (urn:keystone): its userinfo refuses them,
+    // and the id_token's claims are used alone (above). A provider whose userinfo answers:
+    changeUserinfo = () => ({ sub: 'alice', department: 'research', groups: ['admins', 'viewers'], iss: 'https://evil.example.org' });
+    change = undefined;
+    {
+      const browser = browserOf(w);
+      const started = await websso.begin({ protocolId: 'openid', origin: DASHBOARD, redirectUri: CALLBACK });
+      const callback = new URL(await loginAtProvider(browser, started.location));
+      const completed = await websso.complete('openid', { query: Object.fromEntries(callback.searchParams), cookies: { [started.cookie.name]: started.cookie.value } });
+      t.equal(completed.assertion.HTTP_OIDC_DEPARTMENT, 'research', 'a userinfo claim the id_token lacks is added (as mod_auth_openidc does)');
+      t.equal(completed.assertion.HTTP_OIDC_GROUPS, 'developers;admins', "the id_token's claims win");
+      t.equal(completed.assertion.HTTP_OIDC_ISS, w.op.issuer, 'userinfo never changes the issuer');
+    }
+    changeUserinfo = () => ({ sub: 'mallory', department: 'research' });
+    await attempt('userinfo about another subject', undefined, /another subject/);
+    changeUserinfo = undefined;
     await attempt('the provider-signed token unchanged (the swap itself is harmless)', (claims) => claims, /accepted/);
     await attempt('another nonce', (claims) => ({ ...claims, nonce: 'another-nonce' }), /nonce/);
     await attempt('no nonce', ({ nonce: _nonce, ...claims }) => claims, /nonce/);

@@ -11,6 +11,8 @@ export interface ProviderMetadata {
   authorizationEndpoint?: string | undefined;
   /** Where the websso code flow exchanges its code; absent when not published or not https. */
   tokenEndpoint?: string | undefined;
+  /** Where websso reads the user's claims with the access token (OIDC Core §5.3); absent when not published or not https. */
+  userinfoEndpoint?: string | undefined;
 }
 
 /**
@@ -117,6 +119,7 @@ export class OidcProviderDirectory {
         introspectionEndpoint,
         authorizationEndpoint: optionalEndpoint(document.authorization_endpoint),
         tokenEndpoint: optionalEndpoint(document.token_endpoint),
+        userinfoEndpoint: optionalEndpoint(document.userinfo_endpoint),
       };
       state.metadata = { value: metadata, fetchedAt: this.options.clock.now() };
       return metadata;

@@ -173,9 +173,11 @@ export class OidcWebSso {
     const client = this.client(protocol);
     const metadata = await this.metadata(state.issuer);
     if (!metadata.tokenEndpoint) throw refused(`${state.issuer} publishes no usable token_endpoint`);
-    const idToken = await this.exchange(metadata.tokenEndpoint, client, code, state);
-    const claims = await this.verifyIdToken(idToken, client.clientId, state);
-    return { identityProvider, protocol, assertion: assertionOfClaims(claims), origin: state.origin, cookieName };
+    const tokens = await this.exchange(metadata.tokenEndpoint, client, code, state);
+    const claims = await this.verifyIdToken(tokens.idToken, client.clientId, state);
+    const extra = client.userinfo && metadata.userinfoEndpoint && tokens.accessToken ? await this.userinfo(metadata.userinfoEndpoint, tokens.accessToken, claims.sub as string, state.issuer) : {};
+    // The id_token's claims win: userinfo only adds (it can never change iss, sub, aud or nonce).
+    return { identityProvider, protocol, assertion: assertionOfClaims({ ...extra, ...claims }), origin: state.origin, cookieName };
   }
 
   // ---- the provider ----------------------------------------------------------------------------
@@ -213,7 +215,7 @@ export class OidcWebSso {
   }
 
   /** The token request (RFC 6749 §4.1.3 with RFC 7636's code_verifier): client_secret_basic, or client_id alone for a public client. */
-  private async exchange(endpoint: string, client: NonNullable<WebSsoSettings['oidcClient']>, code: string, state: WebSsoState): Promise<string> {
+  private async exchange(endpoint: string, client: NonNullable<WebSsoSettings['oidcClient']>, code: string, state: WebSsoState): Promise<{ idToken: string; accessToken: string | undefined }> {
     const form = new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: state.redirectUri, code_verifier: state.verifier });
     const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded' };
     if (client.clientSecret !== undefined) {
@@ -234,7 +236,33 @@ export class OidcWebSso {
     }
     const idToken = typeof body === 'object' && body !== null ? body.id_token : undefined;
     if (typeof idToken !== 'string' || idToken === '' || idToken.length > MAX_TOKEN_LENGTH) throw refused(`the token endpoint of ${state.issuer} gave no id_token`);
-    return idToken;
+    const accessToken = body?.access_token;
+    return { idToken, accessToken: typeof accessToken === 'string' && accessToken !== '' && accessToken.length <= MAX_TOKEN_LENGTH ? accessToken : undefined };
+  }
+
+  /**
+   * The userinfo claims (OIDC Core §5.3, what mod_auth_openidc adds to the id_token's). As with
+   * mod_auth_openidc, a userinfo endpoint that fails (an error answer, no answer, a signed or
+   * encrypted JWT answer, or an access token bound to another resource) leaves the id_token's
+   * claims alone, logged; but an answer about another subject than the id_token's (§5.3.2) refuses
+   * the login.
+   */
+  private async userinfo(endpoint: string, accessToken: string, sub: string, issuer: string): Promise<Record<string, unknown>> {
+    let answer: { status: number; body: unknown };
+    try {
+      answer = await providerRequest(this.fetch, endpoint, { method: 'GET', headers: { authorization: `Bearer ${accessToken}` } }, this.deps.oidc.httpTimeoutMs);
+    } catch (error) {
+      this.deps.log?.warn({ issuer, cause: (error as Error).message }, 'websso: userinfo not read; the id_token claims alone are used');
+      return {};
+    }
+    const body = answer.body;
+    if (answer.status !== 200 || typeof body !== 'object' || body === null || Array.isArray(body)) {
+      const error = typeof body === 'object' && body !== null && typeof (body as Record<string, unknown>).error === 'string' ? ` (${String((body as Record<string, unknown>).error).slice(0, 100)})` : '';
+      this.deps.log?.warn({ issuer, status: answer.status }, `websso: userinfo answered ${answer.status}${error}; the id_token claims alone are used`);
+      return {};
+    }
+    if ((body as Record<string, unknown>).sub !== sub) throw refused(`userinfo at ${issuer} is about another subject than the id_token`);
+    return body as Record<string, unknown>;
   }
 
   /** OpenID Connect Core §3.1.3.7: signature (the provider's JWKS), iss, aud (the client id), azp, exp, iat, nonce. */

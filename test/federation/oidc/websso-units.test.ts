@@ -21,10 +21,11 @@ t.test('settings: TRUSTED_DASHBOARDS, OIDC_CLIENT_ID/SECRET, OIDC_SCOPE, WEBSSO_
     WEBSSO_KEY_PREFIX: 'p:',
   }).websso;
   t.strictSame(set.trustedDashboards, ['https://horizon.example.org/Auth/WebSSO/', 'http://dash.example.org:8080/x?Y=Z'], "host names lower-cased (Keystone's lower_case_hostname), paths kept");
-  t.strictSame(set.oidcClient, { clientId: 'keystone', clientSecret: 's3cret', scope: 'openid email groups' });
+  t.strictSame(set.oidcClient, { clientId: 'keystone', clientSecret: 's3cret', scope: 'openid email groups', userinfo: true });
+  t.equal(loadConfig({ OIDC_CLIENT_ID: 'keystone', OIDC_USERINFO: 'false' }).websso.oidcClient?.userinfo, false);
   t.equal(set.stateTtlSeconds, 120);
   t.equal(set.replayKeyPrefix, 'p:');
-  t.strictSame(loadConfig({ OIDC_CLIENT_ID: 'public' }).websso.oidcClient, { clientId: 'public', clientSecret: undefined, scope: 'openid profile email' }, 'a public client');
+  t.strictSame(loadConfig({ OIDC_CLIENT_ID: 'public' }).websso.oidcClient, { clientId: 'public', clientSecret: undefined, scope: 'openid profile email', userinfo: true }, 'a public client');
   for (const [env, named] of [
     [{ TRUSTED_DASHBOARDS: 'horizon.example.org' }, 'TRUSTED_DASHBOARDS'],
     [{ TRUSTED_DASHBOARDS: 'javascript:alert(1)' }, 'TRUSTED_DASHBOARDS'],
@@ -32,6 +33,7 @@ t.test('settings: TRUSTED_DASHBOARDS, OIDC_CLIENT_ID/SECRET, OIDC_SCOPE, WEBSSO_
     [{ OIDC_SCOPE: 'email profile' }, 'OIDC_SCOPE'],
     [{ OIDC_SCOPE: 'openid "quoted"' }, 'OIDC_SCOPE'],
     [{ WEBSSO_STATE_TTL_SECONDS: '5' }, 'WEBSSO_STATE_TTL_SECONDS'],
+    [{ OIDC_CLIENT_ID: 'keystone', OIDC_USERINFO: 'maybe' }, 'OIDC_USERINFO'],
   ] as const) {
     t.throws(() => loadConfig(env), { message: new RegExp(named) }, `${JSON.stringify(env)} names ${named}`);
     t.throws(() => loadConfig(env), ConfigError);
