@@ -11,9 +11,12 @@ import { PolicyStoreService } from './policy-store/policy-store-service.ts';
 import { FederationService } from './federation/federation-service.ts';
 import { FederatedLogin } from './federation/federated-login.ts';
 import { OidcAssertionVerifier } from './federation/oidc/oidc-verifier.ts';
+import { OidcProviderDirectory } from './federation/oidc/provider-directory.ts';
+import { OidcWebSso } from './federation/oidc/websso.ts';
+import { WebSsoStateSealer } from './federation/oidc/websso-state.ts';
 import type { AssertionVerifier } from './federation/assertion.ts';
 import { SamlIdentityProvider } from './federation/saml/saml-idp.ts';
-import { MemoryReplayCache, RedisReplayCache } from './federation/saml/sp/replay-cache.ts';
+import { MemoryReplayCache, RedisReplayCache } from './federation/replay-cache.ts';
 import { SamlAssertionVerifier } from './federation/saml/sp/saml-verifier.ts';
 import { TrustedIdpMetadata } from './federation/saml/sp/trusted-metadata.ts';
 import { loadSigningKeys } from './federation/saml/signing-keys.ts';
@@ -479,6 +482,14 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       database: () => ({ reachable: store.health.reachable, partitions: store.health.partitions }),
     });
 
+    // The OpenID Providers' discovery documents and keys: one cache for bearer logins and websso.
+    const oidcProviders = new OidcProviderDirectory({
+      fetch: (input, init) => fetch(input, init),
+      clock,
+      httpTimeoutMs: config.oidc.httpTimeoutMs,
+      cacheMs: config.oidc.metadataCacheSeconds * 1000,
+      refreshIntervalMs: config.oidc.jwksRefreshIntervalSeconds * 1000,
+    });
     const api: IdentityApi = {
       config,
       resources,
@@ -497,7 +508,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       federatedLogin,
       // Federated logins believe only what a verifier checked itself (OIDC bearer tokens now).
       assertionVerifiers: options.assertionVerifiers ?? [
-        new OidcAssertionVerifier(config.oidc, { clock, log }),
+        new OidcAssertionVerifier(config.oidc, { clock, log, directory: oidcProviders }),
         new SamlAssertionVerifier(config.samlSp, {
           clock,
           log,
@@ -511,6 +522,22 @@ export async function buildApplication(config: Config, options: BuildOptions = {
           replayCache: redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock),
         }),
       ],
+      // Browser single sign-on (websso) as an OIDC relying party; its login states sealed with a key
+      // derived from the pepper every node shares, single-use across nodes through Redis.
+      oidcWebSso: new OidcWebSso({
+        websso: config.websso,
+        oidc: config.oidc,
+        directory: oidcProviders,
+        federation,
+        federatedLogin,
+        sealer: new WebSsoStateSealer(pepper.pepper),
+        // Redis out of reach: this node's memory decides (the provider's code is single-use too).
+        replays: redis
+          ? new RedisReplayCache(redis, config.websso.replayKeyPrefix, clock, { fallback: 'this-node', log, message: 'websso: Redis did not answer; this login state is single-use on this node only' })
+          : new MemoryReplayCache(clock),
+        clock,
+        log,
+      }),
       saml: new SamlIdentityProvider({ settings: config.saml, keys: samlKeys, clock, federation, tokens, identity, resources }),
       credentials,
       tokens,

@@ -126,6 +126,8 @@ export interface Config {
   workerHeap: WorkerHeap;
   /** OIDC_*: the native OpenID Connect verifier of federated logins (src/federation/oidc/). */
   oidc: OidcSettings;
+  /** Browser single sign-on (Keystone's websso): TRUSTED_DASHBOARDS, WEBSSO_*. */
+  websso: WebSsoSettings;
   /** Keystone's [saml] section: this service as a SAML 2.0 identity provider (K2K); off without key files. */
   saml: SamlIdpConfig;
   /** SAML_SP_* and SAML_TRUSTED_IDP_METADATA: this service as a SAML 2.0 service provider (src/federation/saml/sp/). */
@@ -189,6 +191,32 @@ export interface OidcSettings {
 export interface OidcClientCredentials {
   clientId: string;
   clientSecret: string;
+}
+
+/** The relying party of the browser login (websso): OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_SCOPE. */
+export interface OidcRelyingParty {
+  clientId: string;
+  /** Absent: a public client (PKCE only, client_id in the token request). */
+  clientSecret: string | undefined;
+  /** The scopes asked for (always including openid). */
+  scope: string;
+  /** OIDC_USERINFO: the provider's userinfo claims are added to the id_token's (as mod_auth_openidc does). */
+  userinfo: boolean;
+}
+
+/** Keystone's websso (browser single sign-on) settings. */
+export interface WebSsoSettings {
+  /**
+   * TRUSTED_DASHBOARDS: Keystone's [federation] trusted_dashboard, the only URLs a websso login
+   * posts its token to (their host names lower-cased, as Keystone compares them).
+   */
+  trustedDashboards: string[];
+  /** WEBSSO_STATE_TTL_SECONDS: how long a browser may take at the provider between the redirect and the callback. */
+  stateTtlSeconds: number;
+  /** WEBSSO_KEY_PREFIX: prefix of the Redis keys that make each login state single-use across nodes (with REDIS_URL). */
+  replayKeyPrefix: string;
+  /** OIDC_CLIENT_ID and friends; absent: no OIDC websso (every websso login of an OIDC protocol is a 401). */
+  oidcClient: OidcRelyingParty | undefined;
 }
 
 /** SAML_*: Keystone's [saml] options (src/federation/saml/). */
@@ -406,6 +434,33 @@ function oidcSettings(env: Environment): OidcSettings {
       byIssuer: introspectionClients(env),
     },
   };
+}
+
+function webSsoSettings(env: Environment): WebSsoSettings {
+  const trustedDashboards = list(env, 'TRUSTED_DASHBOARDS').map((entry) => {
+    if (!URL.canParse(entry) || !['http:', 'https:'].includes(new URL(entry).protocol)) {
+      throw new ConfigError(`TRUSTED_DASHBOARDS must list http(s) URLs, got '${entry}'`);
+    }
+    return lowerCaseHostname(entry);
+  });
+  const clientId = env.OIDC_CLIENT_ID || undefined;
+  const clientSecret = env.OIDC_CLIENT_SECRET || undefined;
+  if (clientId === undefined && clientSecret !== undefined) throw new ConfigError('OIDC_CLIENT_SECRET is set but OIDC_CLIENT_ID is not');
+  const scope = (env.OIDC_SCOPE ?? 'openid profile email').split(/[\s,]+/).filter(Boolean);
+  if (!scope.includes('openid')) throw new ConfigError(`OIDC_SCOPE must include openid, got '${env.OIDC_SCOPE}'`);
+  for (const entry of scope) if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(entry)) throw new ConfigError(`OIDC_SCOPE: '${entry}' is not a scope token (RFC 6749 §3.3)`);
+  return {
+    trustedDashboards,
+    stateTtlSeconds: integer(env, 'WEBSSO_STATE_TTL_SECONDS', 600, 30, 3600),
+    replayKeyPrefix: env.WEBSSO_KEY_PREFIX || 'keystone-gateway:websso:',
+    oidcClient: clientId === undefined ? undefined : { clientId, clientSecret, scope: scope.join(' '), userinfo: booleanSetting(env, 'OIDC_USERINFO', true) },
+  };
+}
+
+/** Keystone's lower_case_hostname: the URL's netloc (between `//` and the path) lower-cased, the rest as given. */
+function lowerCaseHostname(value: string): string {
+  const match = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/s.exec(value);
+  return match ? `${match[1]!.toLowerCase()}${match[2]!.toLowerCase()}${match[3]}` : value;
 }
 
 /** OIDC_INTROSPECTION_CLIENTS: {"<issuer>": {"client_id": "…", "client_secret": "…"}, …}; never echoes a secret. */
@@ -633,6 +688,7 @@ export function loadConfig(env: Environment = process.env): Config {
       maxSemiSpaceMb: integer(env, 'WORKER_MAX_SEMI_SPACE_MB', 0, 0, 1024),
     },
     oidc: oidcSettings(env),
+    websso: webSsoSettings(env),
     saml: samlIdp(env),
     samlSp: samlSp(env),
   };

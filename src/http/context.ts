@@ -27,6 +27,7 @@ import type { SamlIdentityProvider } from '../federation/saml/saml-idp.ts';
 import type { FederationService } from '../federation/federation-service.ts';
 import type { FederatedLogin } from '../federation/federated-login.ts';
 import type { AssertionVerifier } from '../federation/assertion.ts';
+import type { OidcWebSso } from '../federation/oidc/websso.ts';
 import type { LoginThrottle } from '../token/login-throttle.ts';
 import type { TokenProvider } from '../token/token-provider.ts';
 import type { ClientAddressResolver } from './client-address.ts';
@@ -76,6 +77,8 @@ export interface IdentityApi {
   federatedLogin: FederatedLogin;
   /** What verifies a federated login's request into an assertion (none: every login is a 401). */
   assertionVerifiers: readonly AssertionVerifier[];
+  /** Browser single sign-on (Keystone's websso) for OpenID Connect: this service as the relying party. */
+  oidcWebSso: OidcWebSso;
   /** Keystone-to-Keystone: this service as SAML identity provider (metadata, signed assertions). */
   saml: SamlIdentityProvider;
   /** Credentials (/v3/credentials, OS-EC2) and the EC2/S3 signature checks. */

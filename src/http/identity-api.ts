@@ -22,6 +22,7 @@ import { registerEndpointFilterRoutes } from './routes/endpoint-filter.ts';
 import { registerFederationRoutes } from './routes/federation.ts';
 import { registerFederationAuthRoutes } from './routes/federation-auth.ts';
 import { registerSamlIdpRoutes } from './routes/saml-idp.ts';
+import { registerWebSsoRoutes } from './routes/websso.ts';
 import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
@@ -244,6 +245,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerTrustRoutes(app, api);
   registerFederationRoutes(app, api);
   registerFederationAuthRoutes(app, api);
+  registerWebSsoRoutes(app, api, api.oidcWebSso);
   registerSamlIdpRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   registerApiDocsRoutes(app, routes);

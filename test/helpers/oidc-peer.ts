@@ -41,13 +41,16 @@ export interface OidcPeer {
  * port, its own state directory, run on the shell's node (the peer's README: Node 20), stopped by
  * its PID (stop.sh) in teardown. `atFormat: 'opaque'` makes its access tokens opaque (introspection only).
  */
-export async function startOidcPeer(t: { teardown(fn: () => unknown): void }, options: { atFormat?: 'jwt' | 'opaque' } = {}): Promise<OidcPeer> {
+export async function startOidcPeer(
+  t: { teardown(fn: () => unknown): void },
+  options: { atFormat?: 'jwt' | 'opaque'; /** The provider's clients (its OIDC_CLIENTS, RFC 7591 metadata) instead of clients.json. */ clients?: object[] } = {},
+): Promise<OidcPeer> {
   const port = await freePort();
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-oidc-'));
   const issuer = `http://127.0.0.1:${port}`;
   // The peer runs on the shell's node, not this project's (node_modules/.bin first on npm's PATH).
   const PATH = (process.env.PATH ?? '').split(':').filter((entry) => !entry.includes('node_modules')).join(':');
-  const env = { ...process.env, PATH, OIDC_PORT: String(port), OIDC_STATE_DIR: directory, OIDC_AT_FORMAT: options.atFormat ?? 'jwt' };
+  const env = { ...process.env, PATH, OIDC_PORT: String(port), OIDC_STATE_DIR: directory, OIDC_AT_FORMAT: options.atFormat ?? 'jwt', ...(options.clients ? { OIDC_CLIENTS: JSON.stringify(options.clients) } : {}) };
   const basic = `Basic ${Buffer.from(`${OIDC_CLIENT.id}:${OIDC_CLIENT.secret}`).toString('base64')}`;
   const peer: OidcPeer = {
     issuer,

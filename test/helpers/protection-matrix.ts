@@ -388,6 +388,15 @@ export const PUBLIC_ROUTES = [
   'GET /v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth',
   'HEAD /v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth',
   'POST /v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth',
+  // websso (browser single sign-on, OIDC relying party): unenforced in Keystone; the origin must be a
+  // trusted dashboard, the callback's state the browser's own sealed one, the id_token verified.
+  'GET /v3/auth/OS-FEDERATION/websso/:protocol_id',
+  'HEAD /v3/auth/OS-FEDERATION/websso/:protocol_id',
+  'POST /v3/auth/OS-FEDERATION/websso/:protocol_id',
+  'GET /v3/auth/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/websso',
+  'HEAD /v3/auth/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/websso',
+  'POST /v3/auth/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/websso',
+  'GET /v3/auth/OS-FEDERATION/websso/:protocol_id/redirect',
   // K2K (SAML identity provider): unenforced in Keystone; the body's token is checked
   'GET /v3/OS-FEDERATION/saml2/metadata',
   'POST /v3/auth/OS-FEDERATION/saml2',

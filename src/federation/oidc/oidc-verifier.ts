@@ -30,6 +30,8 @@ export interface OidcVerifierOptions {
   fetch?: Fetch;
   /** Where the start-up warning (no audience configured) and provider failures are logged. */
   log?: { warn(object: object, message: string): void };
+  /** The providers' discovery documents and keys, shared with the websso relying party (one is made otherwise). */
+  directory?: OidcProviderDirectory;
 }
 
 /**
@@ -58,7 +60,7 @@ export class OidcAssertionVerifier implements AssertionVerifier {
   ) {
     this.protocols = new Set(settings.protocols);
     this.fetch = options.fetch ?? ((input, init) => fetch(input, init));
-    this.directory = new OidcProviderDirectory({
+    this.directory = options.directory ?? new OidcProviderDirectory({
       fetch: this.fetch,
       clock: options.clock,
       httpTimeoutMs: settings.httpTimeoutMs,

@@ -7,6 +7,12 @@ export interface ProviderMetadata {
   issuer: string;
   jwksUri: string;
   introspectionEndpoint: string | undefined;
+  /** Where a browser is sent to log in (the websso code flow); absent when not published or not https. */
+  authorizationEndpoint?: string | undefined;
+  /** Where the websso code flow exchanges its code; absent when not published or not https. */
+  tokenEndpoint?: string | undefined;
+  /** Where websso reads the user's claims with the access token (OIDC Core §5.3); absent when not published or not https. */
+  userinfoEndpoint?: string | undefined;
 }
 
 /**
@@ -106,7 +112,15 @@ export class OidcProviderDirectory {
       if (typeof jwksUri !== 'string' || !acceptableProviderUrl(jwksUri)) throw new ProviderRequestError('refused', `discovery of ${issuer}: jwks_uri missing or not https`);
       const introspection = document.introspection_endpoint;
       const introspectionEndpoint = typeof introspection === 'string' && acceptableProviderUrl(introspection) ? introspection : undefined;
-      const metadata = { issuer, jwksUri, introspectionEndpoint };
+      const optionalEndpoint = (value: unknown) => (typeof value === 'string' && acceptableProviderUrl(value) ? value : undefined);
+      const metadata = {
+        issuer,
+        jwksUri,
+        introspectionEndpoint,
+        authorizationEndpoint: optionalEndpoint(document.authorization_endpoint),
+        tokenEndpoint: optionalEndpoint(document.token_endpoint),
+        userinfoEndpoint: optionalEndpoint(document.userinfo_endpoint),
+      };
       state.metadata = { value: metadata, fetchedAt: this.options.clock.now() };
       return metadata;
     } catch (error) {

@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import { loadConfig } from '../../../src/config.ts';
 import type { AssertionRequest } from '../../../src/federation/assertion.ts';
 import type { IdentityProvider, Protocol } from '../../../src/federation/federation-service.ts';
-import { MemoryReplayCache, RedisReplayCache, type ReplayCache } from '../../../src/federation/saml/sp/replay-cache.ts';
+import { MemoryReplayCache, RedisReplayCache, type ReplayCache } from '../../../src/federation/replay-cache.ts';
 import { ISSUER_NOT_ACCEPTED, SamlAssertionVerifier } from '../../../src/federation/saml/sp/saml-verifier.ts';
 import { TrustedIdpMetadata } from '../../../src/federation/saml/sp/trusted-metadata.ts';
 import { AuthenticationError, ForbiddenError, ServiceError, statusOf } from '../../../src/support/errors.ts';

@@ -27,7 +27,7 @@ import type { Clock } from '../../../support/clock.ts';
 import { AuthenticationError, ForbiddenError, UnavailableError } from '../../../support/errors.ts';
 import type { Assertion, AssertionRequest, AssertionVerifier } from '../../assertion.ts';
 import { NS, SCM_BEARER, STATUS_SUCCESS } from '../namespaces.ts';
-import { replayKey, ReplayCacheUnavailableError, type ReplayCache } from './replay-cache.ts';
+import { replayKey, ReplayCacheUnavailableError, type ReplayCache } from '../../replay-cache.ts';
 import { children, childElements, descendants, onlyChild, parseUntrustedXml, textOf, UnsafeXmlError } from './safe-xml.ts';
 import type { TrustedIdpMetadata } from './trusted-metadata.ts';
 

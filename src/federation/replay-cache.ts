@@ -1,11 +1,12 @@
-// Each assertion is accepted once: its issuer and ID are claimed before the login goes on, and kept
-// until the assertion expires. In this process always; with Redis (REDIS_URL), also in Redis, so that
-// every node of a deployment refuses an assertion another node accepted. Redis out of reach: the
-// claim fails (503), since a replay could not be told from a first use.
+// Single use across a deployment: a SAML assertion (its issuer and ID) and a websso login state are
+// each claimed once, and kept until they expire. In this process always; with Redis (REDIS_URL), also
+// in Redis, so that every node refuses what another node accepted. Redis out of reach: by default the
+// claim fails (503), since a replay could not be told from a first use; a caller with a second
+// single-use check behind it (websso: the provider's code) may settle for this node's memory.
 
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { Clock } from '../../../support/clock.ts';
+import type { Clock } from '../support/clock.ts';
 
 export interface ReplayCache {
   /** True when this is the first use of the key (now claimed until `expiresAt`, ms since the epoch). */
@@ -52,7 +53,11 @@ export class MemoryReplayCache implements ReplayCache {
   }
 }
 
-/** Claims in Redis (SET NX with the expiry), in front of this process's own. */
+/**
+ * Claims in Redis (SET NX with the expiry), in front of this process's own. `unreachable`: what a
+ * claim does when Redis does not answer — 'refuse' (ReplayCacheUnavailableError), or 'this-node'
+ * (this process's claim stands, logged).
+ */
 export class RedisReplayCache implements ReplayCache {
   private readonly local: MemoryReplayCache;
 
@@ -60,6 +65,7 @@ export class RedisReplayCache implements ReplayCache {
     private readonly redis: Pick<Redis, 'set'>,
     private readonly prefix: string,
     private readonly clock: Clock,
+    private readonly unreachable: { fallback: 'refuse' } | { fallback: 'this-node'; log: { warn(object: object, message: string): void }; message: string } = { fallback: 'refuse' },
   ) {
     this.local = new MemoryReplayCache(clock);
   }
@@ -71,6 +77,10 @@ export class RedisReplayCache implements ReplayCache {
     try {
       answer = await this.redis.set(`${this.prefix}${key}`, '1', 'PX', ttlMs, 'NX');
     } catch (error) {
+      if (this.unreachable.fallback === 'this-node') {
+        this.unreachable.log.warn({ cause: (error as Error).message }, this.unreachable.message);
+        return true;
+      }
       this.local.forget(key);
       throw new ReplayCacheUnavailableError(`Redis: ${(error as Error).message}`);
     }
