@@ -49,7 +49,7 @@ export async function build(options: { outdir?: string; sourcemap?: boolean } = 
     splitting: true,
     platform: 'node',
     format: 'esm',
-    target: 'node20',
+    target: 'node26',
     packages: 'external',
     // Shared chunks next to the entries, not in a subdirectory: config.ts resolves policies/ from
     // its own directory's parent, wherever esbuild puts it.
