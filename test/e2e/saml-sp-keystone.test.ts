@@ -13,11 +13,11 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { ensureDebianPackages } from '../helpers/debian-packages.ts';
-import { freePort } from '../helpers/processes.ts';
+import { freePort, ROOT } from '../helpers/processes.ts';
 import { makeKeyPair } from '../federation/saml/saml-test-helpers.ts';
 
 const run = promisify(execFile);
-const PEER = '/work/shared/peers/keystone';
+const PEER = path.resolve(ROOT, '../shared/peers/keystone');
 const PASSWORD = 'admin-secret';
 const DB = 'ks_saml_sp_e2e';
 

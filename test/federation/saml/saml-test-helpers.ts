@@ -4,8 +4,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { DOMParser } from '@xmldom/xmldom';
 import { ensureDebianPackages } from '../../helpers/debian-packages.ts';
+import { ROOT } from '../../helpers/processes.ts';
 
-export const K2K_SAMPLES = '/work/shared/peers/k2k';
+/** Real K2K samples (../shared/peers/k2k beside the checkout). */
+export const K2K_SAMPLES = path.resolve(ROOT, '../shared/peers/k2k');
 
 /** A fresh RSA key and self-signed certificate (openssl), in a directory removed at teardown. */
 export function makeKeyPair(t: { teardown(fn: () => unknown): void }, bits = 2048): { dir: string; certFile: string; keyFile: string } {
