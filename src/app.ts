@@ -373,11 +373,36 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     // The totp method reads the user's totp credentials (the credential service is built below).
     const totp = new TotpAuthenticator(identity, (userId: string): Promise<string[]> => credentials.totpSecrets(userId), clock, config.totpIncludedPreviousWindows);
     const federation = new FederationService(store, resources, sync);
-    const federatedLogin = new FederatedLogin(store, federation, identity, resources, assignments, {
-      remoteIdAttribute: config.federationRemoteIdAttribute,
-      // Keystone's recommended [saml2] remote_id_attribute = Shib-Identity-Provider, for each SAML protocol.
-      protocolRemoteIdAttributes: Object.fromEntries(config.samlSp.remoteIdAttribute ? config.samlSp.protocols.map((id) => [id, config.samlSp.remoteIdAttribute]) : []),
-    });
+    // Federated logins believe only what a verifier checked itself: OIDC bearer tokens, SAML
+    // responses (the login URL and the mapped method of POST /v3/auth/tokens alike).
+    const assertionVerifiers = options.assertionVerifiers ?? [
+      new OidcAssertionVerifier(config.oidc, { clock, log }),
+      new SamlAssertionVerifier(config.samlSp, {
+        clock,
+        log,
+        metadata: new TrustedIdpMetadata(config.samlSp.trustedIdpMetadata, {
+          clock,
+          refreshMs: config.samlSp.metadataRefreshSeconds * 1000,
+          httpTimeoutMs: config.samlSp.metadataHttpTimeoutMs,
+          log,
+        }),
+        // Assertion ids already used: shared by every node through Redis when configured.
+        replayCache: redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock),
+      }),
+    ];
+    const federatedLogin = new FederatedLogin(
+      store,
+      federation,
+      identity,
+      resources,
+      assignments,
+      {
+        remoteIdAttribute: config.federationRemoteIdAttribute,
+        // Keystone's recommended [saml2] remote_id_attribute = Shib-Identity-Provider, for each SAML protocol.
+        protocolRemoteIdAttributes: Object.fromEntries(config.samlSp.remoteIdAttribute ? config.samlSp.protocols.map((id) => [id, config.samlSp.remoteIdAttribute]) : []),
+      },
+      assertionVerifiers,
+    );
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts, oauth1, {
       totp,
       receipts,
@@ -495,22 +520,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       policies: new PolicyStoreService(store, catalog),
       federation,
       federatedLogin,
-      // Federated logins believe only what a verifier checked itself (OIDC bearer tokens now).
-      assertionVerifiers: options.assertionVerifiers ?? [
-        new OidcAssertionVerifier(config.oidc, { clock, log }),
-        new SamlAssertionVerifier(config.samlSp, {
-          clock,
-          log,
-          metadata: new TrustedIdpMetadata(config.samlSp.trustedIdpMetadata, {
-            clock,
-            refreshMs: config.samlSp.metadataRefreshSeconds * 1000,
-            httpTimeoutMs: config.samlSp.metadataHttpTimeoutMs,
-            log,
-          }),
-          // Assertion ids already used: shared by every node through Redis when configured.
-          replayCache: redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock),
-        }),
-      ],
+      assertionVerifiers,
       saml: new SamlIdentityProvider({ settings: config.saml, keys: samlKeys, clock, federation, tokens, identity, resources }),
       credentials,
       tokens,
