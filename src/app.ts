@@ -376,11 +376,44 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     // The totp method reads the user's totp credentials (the credential service is built below).
     const totp = new TotpAuthenticator(identity, (userId: string): Promise<string[]> => credentials.totpSecrets(userId), clock, config.totpIncludedPreviousWindows);
     const federation = new FederationService(store, resources, sync);
-    const federatedLogin = new FederatedLogin(store, federation, identity, resources, assignments, {
-      remoteIdAttribute: config.federationRemoteIdAttribute,
-      // Keystone's recommended [saml2] remote_id_attribute = Shib-Identity-Provider, for each SAML protocol.
-      protocolRemoteIdAttributes: Object.fromEntries(config.samlSp.remoteIdAttribute ? config.samlSp.protocols.map((id) => [id, config.samlSp.remoteIdAttribute]) : []),
+    // One provider cache (discovery, JWKS) for the Bearer verifier and websso.
+    const oidcProviders = new OidcProviderDirectory({
+      fetch: (input, init) => fetch(input, init),
+      clock,
+      httpTimeoutMs: config.oidc.httpTimeoutMs,
+      cacheMs: config.oidc.metadataCacheSeconds * 1000,
+      refreshIntervalMs: config.oidc.jwksRefreshIntervalSeconds * 1000,
     });
+    // Federated logins believe only what a verifier checked itself: OIDC bearer tokens, SAML
+    // responses (the login URL and the mapped method of POST /v3/auth/tokens alike).
+    const assertionVerifiers = options.assertionVerifiers ?? [
+      new OidcAssertionVerifier(config.oidc, { clock, log, directory: oidcProviders }),
+      new SamlAssertionVerifier(config.samlSp, {
+        clock,
+        log,
+        metadata: new TrustedIdpMetadata(config.samlSp.trustedIdpMetadata, {
+          clock,
+          refreshMs: config.samlSp.metadataRefreshSeconds * 1000,
+          httpTimeoutMs: config.samlSp.metadataHttpTimeoutMs,
+          log,
+        }),
+        // Assertion ids already used: shared by every node through Redis when configured.
+        replayCache: redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock),
+      }),
+    ];
+    const federatedLogin = new FederatedLogin(
+      store,
+      federation,
+      identity,
+      resources,
+      assignments,
+      {
+        remoteIdAttribute: config.federationRemoteIdAttribute,
+        // Keystone's recommended [saml2] remote_id_attribute = Shib-Identity-Provider, for each SAML protocol.
+        protocolRemoteIdAttributes: Object.fromEntries(config.samlSp.remoteIdAttribute ? config.samlSp.protocols.map((id) => [id, config.samlSp.remoteIdAttribute]) : []),
+      },
+      assertionVerifiers,
+    );
     const tokens = new TokenService(tokenProvider, store, identity, resources, assignments, applicationCredentials, revocations, clock, config.tokenExpiration, sync, trusts, oauth1, {
       totp,
       receipts,
@@ -483,13 +516,6 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     });
 
     // The OpenID Providers' discovery documents and keys: one cache for bearer logins and websso.
-    const oidcProviders = new OidcProviderDirectory({
-      fetch: (input, init) => fetch(input, init),
-      clock,
-      httpTimeoutMs: config.oidc.httpTimeoutMs,
-      cacheMs: config.oidc.metadataCacheSeconds * 1000,
-      refreshIntervalMs: config.oidc.jwksRefreshIntervalSeconds * 1000,
-    });
     const api: IdentityApi = {
       config,
       resources,
@@ -506,22 +532,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       policies: new PolicyStoreService(store, catalog),
       federation,
       federatedLogin,
-      // Federated logins believe only what a verifier checked itself (OIDC bearer tokens now).
-      assertionVerifiers: options.assertionVerifiers ?? [
-        new OidcAssertionVerifier(config.oidc, { clock, log, directory: oidcProviders }),
-        new SamlAssertionVerifier(config.samlSp, {
-          clock,
-          log,
-          metadata: new TrustedIdpMetadata(config.samlSp.trustedIdpMetadata, {
-            clock,
-            refreshMs: config.samlSp.metadataRefreshSeconds * 1000,
-            httpTimeoutMs: config.samlSp.metadataHttpTimeoutMs,
-            log,
-          }),
-          // Assertion ids already used: shared by every node through Redis when configured.
-          replayCache: redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock),
-        }),
-      ],
+      assertionVerifiers,
       // Browser single sign-on (websso) as an OIDC relying party; its login states sealed with a key
       // derived from the pepper every node shares, single-use across nodes through Redis.
       oidcWebSso: new OidcWebSso({

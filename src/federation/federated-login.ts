@@ -60,6 +60,8 @@ export class FederatedLogin {
     private readonly resources: ResourceService,
     assignments: AssignmentService,
     private readonly options: FederatedLoginOptions,
+    /** What the mapped method of POST /v3/auth/tokens verifies a request with (the login route's). */
+    private readonly verifiers: readonly AssertionVerifier[] = [],
   ) {
     this.shadowUsers = new ShadowUsers(this.repository, identity, resources, assignments);
   }
@@ -88,6 +90,21 @@ export class FederatedLogin {
       if (assertion) return assertion;
     }
     throw AuthenticationError.because({ reason: `No verifier accepted the ${request.protocol.id} login for identity provider ${request.identityProvider.id}`, code: 401 });
+  }
+
+  /**
+   * The mapped method of POST /v3/auth/tokens without a token id (Keystone's handle_unscoped_token,
+   * which reads the web server's environment): the provider must exist (404) and be enabled (403),
+   * the protocol exist (404); then the request's own credentials (an OIDC bearer token) go through
+   * the verifiers as at the login URL. Nothing else of the request is believed: no verifier that
+   * accepts it, the generic 401.
+   */
+  async authenticateMapped(request: { method: string; identityProviderId: string; protocolId: string; headers: AssertionRequest['headers'] }): Promise<FederatedLoginResult & { protocolId: string }> {
+    const identityProvider = await this.federation.getIdentityProvider(request.identityProviderId);
+    if (!identityProvider.enabled) throw identityProviderDisabled(identityProvider.id);
+    const protocol = await this.federation.getProtocol(identityProvider.id, request.protocolId);
+    const assertion = await FederatedLogin.verify(this.verifiers, { identityProvider, protocol, headers: request.headers });
+    return { ...(await this.login(identityProvider, protocol, assertion)), protocolId: protocol.id };
   }
 
   /** Keystone's handle_unscoped_token after the provider checks (target()). */

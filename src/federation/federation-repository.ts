@@ -127,6 +127,26 @@ export class FederationRepository {
     await em.nativeUpdate(FederatedUserEntity, { idpId, protocolId, uniqueId, displayName: { $ne: displayName } }, { displayName });
   }
 
+  /** A user's federated_user rows, by provider then protocol and unique id. */
+  federatedUsersOf(em: EntityManager, userId: string): Promise<FederatedUserRow[]> {
+    return em.find(FederatedUserEntity, { userId }, { orderBy: { id: 'asc' } });
+  }
+
+  /** The users with a federated_user row matching every condition given (Keystone's idp_id, protocol_id, unique_id filters). */
+  async federatedUserIds(em: EntityManager, filter: { idpId?: string; protocolId?: string; uniqueId?: string }): Promise<string[]> {
+    const where: Record<string, string> = {};
+    if (filter.idpId !== undefined) where.idpId = filter.idpId;
+    if (filter.protocolId !== undefined) where.protocolId = filter.protocolId;
+    if (filter.uniqueId !== undefined) where.uniqueId = filter.uniqueId;
+    const rows = await em.find(FederatedUserEntity, where, { fields: ['userId'], orderBy: { id: 'asc' } });
+    return [...new Set(rows.map((row) => row.userId))];
+  }
+
+  /** Deletes a user's federated_user rows (Keystone's delete_federated_object). */
+  async deleteFederatedUsersOf(em: EntityManager, userId: string): Promise<void> {
+    await em.nativeDelete(FederatedUserEntity, { userId });
+  }
+
   // ---- service providers ---------------------------------------------------------------------
 
   findServiceProvider(em: EntityManager, id: string): Promise<ServiceProviderRow | null> {

@@ -71,6 +71,15 @@ export interface ServiceProviderRef {
   spUrl: string;
 }
 
+/**
+ * A user's federated objects as Keystone's users API shows and takes them (`federated`): per
+ * identity provider, the protocols and the unique id the user has at each.
+ */
+export interface FederatedObject {
+  idp_id: string;
+  protocols: { protocol_id: string; unique_id: string }[];
+}
+
 /** Keystone's `[saml] relay_state_prefix` default, given to a service provider created without one. */
 export const DEFAULT_RELAY_STATE_PREFIX = 'ss:mem:';
 
@@ -339,6 +348,62 @@ export class FederationService {
   }
 
   // ---- helpers -------------------------------------------------------------------------------
+
+  // ---- users' federated objects (Keystone's identity core and shadow users back end) -----------
+
+  /** A user's federated objects (Keystone's get_federated_objects): one entry per provider, in the rows' order. */
+  async federatedObjectsOf(userId: string, em: EntityManager = this.store.reader()): Promise<FederatedObject[]> {
+    const byIdp = new Map<string, FederatedObject>();
+    for (const row of await this.repository.federatedUsersOf(em, userId)) {
+      let entry = byIdp.get(row.idpId);
+      if (!entry) byIdp.set(row.idpId, (entry = { idp_id: row.idpId, protocols: [] }));
+      entry.protocols.push({ protocol_id: row.protocolId, unique_id: row.uniqueId });
+    }
+    return [...byIdp.values()];
+  }
+
+  /** The users with federated objects matching every condition given (GET /v3/users?idp_id=…&protocol_id=…&unique_id=…). */
+  federatedUserIds(filter: { idpId?: string; protocolId?: string; uniqueId?: string }): Promise<string[]> {
+    return this.repository.federatedUserIds(this.store.reader(), filter);
+  }
+
+  /**
+   * Keystone's _validate_federated_objects: each provider and each of its protocols must exist, else
+   * a 400 with Keystone's texts ("Could not find Identity Provider: <id>", "Could not find federated
+   * protocol <p> for Identity Provider: <id>.").
+   */
+  async validateFederatedObjects(objects: readonly FederatedObject[]): Promise<void> {
+    const em = this.store.reader();
+    for (const object of objects) {
+      if (!(await this.repository.findIdentityProvider(em, object.idp_id))) throw new ValidationError(`Could not find Identity Provider: ${object.idp_id}`);
+      for (const protocol of object.protocols) {
+        if (!(await this.repository.findProtocol(em, object.idp_id, protocol.protocol_id))) {
+          throw new ValidationError(`Could not find federated protocol ${protocol.protocol_id} for Identity Provider: ${object.idp_id}.`);
+        }
+      }
+    }
+  }
+
+  /**
+   * The user's federated objects become exactly these (Keystone's delete_federated_object then
+   * create_federated_object per protocol, the display name the user's name). A (provider, protocol,
+   * unique id) another user already has: 409.
+   */
+  async replaceFederatedObjects(userId: string, displayName: string, objects: readonly FederatedObject[]): Promise<void> {
+    try {
+      await this.store.transaction(async (em) => {
+        await this.repository.deleteFederatedUsersOf(em, userId);
+        for (const object of objects) {
+          for (const protocol of object.protocols) {
+            await this.repository.insertFederatedUser(em, { userId, idpId: object.idp_id, protocolId: protocol.protocol_id, uniqueId: protocol.unique_id, displayName });
+          }
+        }
+      });
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new ConflictError('federated_user', 'Duplicate entry');
+      throw error;
+    }
+  }
 
   private async withRemoteIds(em: EntityManager, row: IdentityProviderRow): Promise<IdentityProvider> {
     const remoteIds = await this.repository.remoteIdsOf(em, [row.id]);

@@ -109,6 +109,21 @@ export const ProjectUpdate = wrap(
 );
 export const TagsBody = Type.Object({ tags: Tags }, { additionalProperties: false });
 
+/**
+ * A user's federated objects (Keystone 22's user schema: `federated`, its items open): the unique
+ * id the user has at each protocol of an identity provider.
+ */
+export const FederatedObjects = Type.Array(
+  Type.Object(
+    {
+      idp_id: Type.String(),
+      protocols: Type.Array(Type.Object({ protocol_id: Type.String(), unique_id: Type.String() }, open), { minItems: 1 }),
+    },
+    open,
+  ),
+  { description: "The user's federated identities: per identity provider, the protocols and the unique id at each." },
+);
+
 export const UserCreate = wrap(
   'user',
   Type.Object(
@@ -120,6 +135,7 @@ export const UserCreate = wrap(
       default_project_id: Type.Optional(nullable(Id)),
       description: Type.Optional(Description),
       options: Type.Optional(UserOptions),
+      federated: Type.Optional(FederatedObjects),
     },
     open,
   ),
@@ -136,6 +152,7 @@ export const UserUpdate = wrap(
       default_project_id: Type.Optional(nullable(Id)),
       description: Type.Optional(Description),
       options: Type.Optional(UserOptions),
+      federated: Type.Optional(FederatedObjects),
     },
     patch,
   ),
@@ -522,6 +539,8 @@ export const UserEntity = entity({
   enabled: Type.Boolean(),
   password_expires_at: nullable(Type.String()),
   options: AnyObject,
+  /** A user's federated identities (GET /v3/users/{id}, and a create or update that set them); never in lists, as Keystone. */
+  federated: Type.Optional(FederatedObjects),
 });
 export const GroupEntity = entity({ id: Type.String(), name: Type.String(), domain_id: Type.String(), description: Type.String() });
 export const RoleEntity = entity({

@@ -30,6 +30,10 @@ interface KeystoneClaims {
   openstack_system?: string;
   openstack_app_cred_id?: string;
   openstack_trust_id?: string;
+  /** A federated token's (Keystone's federated_group_ids, identity_provider_id, protocol_id). */
+  openstack_group_ids?: string[];
+  openstack_idp_id?: string;
+  openstack_protocol_id?: string;
 }
 
 const INVALID = () => NotFoundError.tokenNotValidated();
@@ -144,6 +148,17 @@ export class JwsTokenProvider implements TokenProvider {
         break;
       case 'unscoped':
         break;
+      // Keystone's JWSFormatter writes a federated token's groups, provider and protocol as claims of
+      // their own beside its project or domain.
+      case 'federated_unscoped':
+      case 'federated_project':
+      case 'federated_domain':
+        if (scope.type === 'federated_project') claims.openstack_project_id = scope.projectId;
+        if (scope.type === 'federated_domain') claims.openstack_domain_id = scope.domainId;
+        claims.openstack_group_ids = scope.groupIds;
+        claims.openstack_idp_id = scope.identityProviderId;
+        claims.openstack_protocol_id = scope.protocolId;
+        break;
       default:
         throw new Error(`JWS tokens for ${scope.type} scope are not issued here`);
     }
@@ -186,7 +201,16 @@ function toPayload(raw: Uint8Array): DecodedToken {
   if (typeof claims.sub !== 'string' || !Number.isInteger(claims.iat) || !Number.isFinite(claims.exp)) throw INVALID();
   if (!strings(claims.openstack_methods) || !strings(claims.openstack_audit_ids) || claims.openstack_audit_ids.length === 0) throw INVALID();
   let scope: TokenPayload['scope'];
-  if (claims.openstack_app_cred_id && claims.openstack_project_id) {
+  if (claims.openstack_idp_id !== undefined || claims.openstack_protocol_id !== undefined || claims.openstack_group_ids !== undefined) {
+    // A federated token: all three claims, well typed, or it is no token of ours (nor Keystone's).
+    const groupIds = claims.openstack_group_ids ?? [];
+    if (typeof claims.openstack_idp_id !== 'string' || typeof claims.openstack_protocol_id !== 'string' || !strings(groupIds)) throw INVALID();
+    if (claims.openstack_trust_id || claims.openstack_app_cred_id || claims.openstack_system) throw INVALID();
+    const federation = { groupIds, identityProviderId: claims.openstack_idp_id, protocolId: claims.openstack_protocol_id };
+    if (claims.openstack_project_id) scope = { type: 'federated_project', projectId: claims.openstack_project_id, ...federation };
+    else if (claims.openstack_domain_id) scope = { type: 'federated_domain', domainId: claims.openstack_domain_id, ...federation };
+    else scope = { type: 'federated_unscoped', ...federation };
+  } else if (claims.openstack_app_cred_id && claims.openstack_project_id) {
     scope = { type: 'application_credential', projectId: claims.openstack_project_id, applicationCredentialId: claims.openstack_app_cred_id };
   } else if (claims.openstack_trust_id && claims.openstack_project_id) {
     scope = { type: 'trust', projectId: claims.openstack_project_id, trustId: claims.openstack_trust_id };

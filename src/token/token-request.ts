@@ -1,10 +1,16 @@
 import type { ApplicationCredentialReference } from '../identity/application-credential-service.ts';
 import type { UserReference } from '../identity/identity-service.ts';
 import type { SignedRequest } from '../oauth1/oauth1-service.ts';
-import { AuthenticationError, ValidationError } from '../support/errors.ts';
+import { AuthenticationError, NotFoundError, ValidationError } from '../support/errors.ts';
+
+/**
+ * Keystone's auth methods that load its mapped plugin (keystone/auth/plugins/mapped.py): a protocol
+ * id is the method's name (Keystone's [auth] methods with mapped, openid, saml2).
+ */
+export const MAPPED_METHODS: readonly string[] = ['mapped', 'openid', 'saml2'];
 
 /** Methods this service can run; the rest of Keystone's are known to it but not offered. */
-export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential', 'oauth1', 'totp'];
+export const ENABLED_AUTH_METHODS = ['password', 'token', 'application_credential', 'oauth1', 'totp', ...MAPPED_METHODS];
 
 // ---- as sent ----------------------------------------------------------------------------------
 
@@ -38,6 +44,11 @@ export interface AuthRequest {
   oauth1?: object | undefined;
   /** The request as signed (its URL and Authorization header), for the oauth1 method. */
   signedRequest?: SignedRequest | undefined;
+  /**
+   * The request's headers (names lower-cased), for a mapped method without a token id: only the
+   * protocol's verifier reads them (an OIDC bearer token), never as claims themselves.
+   */
+  requestHeaders?: Readonly<Record<string, string | string[] | undefined>> | undefined;
 }
 
 // ---- checked ----------------------------------------------------------------------------------
@@ -56,6 +67,16 @@ export type ScopeRequest =
   /** OS-TRUST:trust: a trust's project, as its trustee. */
   | { type: 'trust'; trustId: string };
 
+/**
+ * A mapped method (Keystone's mapped plugin under the protocol's name): with `id`, a federated token
+ * whose groups, provider and protocol make the new token (handle_scoped_token); without, a login
+ * at the provider and protocol named, from what the protocol's verifier proves of the request
+ * (handle_unscoped_token, which in Keystone reads the web server's environment).
+ */
+export type MappedRequest =
+  | { method: string; tokenId: string }
+  | { method: string; identityProviderId: string; protocolId: string; headers: Readonly<Record<string, string | string[] | undefined>> };
+
 /** A checked token request: what the token service takes. */
 export type TokenRequest =
   /** OS-OAUTH1: a request signed by a consumer and an access token; scoped to the access token's project. */
@@ -70,6 +91,7 @@ export type TokenRequest =
       password?: { user: UserReference; password: string };
       totp?: { user: UserReference; passcode: unknown };
       token?: { id: string };
+      mapped?: MappedRequest;
       scope: ScopeRequest;
     };
 
@@ -110,6 +132,7 @@ export function parseTokenRequest(request: AuthRequest): TokenRequest {
   const totp = methods.includes('totp') ? parseTotp(request) : undefined;
   const tokenId = request.token?.id;
   if (methods.includes('token') && !tokenId) throw ValidationError.expecting('id', 'token');
+  const mapped = parseMapped(request);
   if (methods.includes('application_credential')) return parseApplicationCredential(request);
   if (methods.includes('oauth1')) {
     if (methods.length !== 1 || !request.signedRequest) throw new AuthenticationError();
@@ -121,8 +144,32 @@ export function parseTokenRequest(request: AuthRequest): TokenRequest {
     ...(password ? { password } : {}),
     ...(totp ? { totp } : {}),
     ...(tokenId && methods.includes('token') ? { token: { id: tokenId } } : {}),
+    ...(mapped ? { mapped } : {}),
     scope,
   };
+}
+
+/**
+ * The mapped method (Keystone's Mapped.authenticate): `{"<method>": {"id": "<token>"}}`, or
+ * `{"<method>": {"identity_provider": …, "protocol": …}}` (400 "Expecting to find identity_provider
+ * in mapped" without one, Keystone's target being always `mapped`). One mapped method per request
+ * (two could only name the same user, as Keystone's AuthContext requires): else the generic 401.
+ */
+function parseMapped(request: AuthRequest): MappedRequest | undefined {
+  const named = request.methods.filter((method) => MAPPED_METHODS.includes(method));
+  if (named.length === 0) return undefined;
+  if (new Set(named).size > 1) throw new AuthenticationError();
+  const method = named[0]!;
+  const body = objectOrEmpty((request as unknown as Record<string, unknown>)[method]);
+  if ('id' in body) {
+    // Keystone validates whatever `id` holds: anything but a token string is no token (404).
+    if (typeof body.id !== 'string' || !body.id) throw NotFoundError.tokenNotValidated();
+    return { method, tokenId: body.id };
+  }
+  if (body.identity_provider === undefined) throw ValidationError.expecting('identity_provider', 'mapped');
+  if (body.protocol === undefined) throw ValidationError.expecting('protocol', 'mapped');
+  if (typeof body.identity_provider !== 'string' || typeof body.protocol !== 'string') throw new AuthenticationError();
+  return { method, identityProviderId: body.identity_provider, protocolId: body.protocol, headers: request.requestHeaders ?? {} };
 }
 
 /** The totp method: a user (by id, or by name in a domain) and a passcode (Keystone's TOTPUserInfo checks). */

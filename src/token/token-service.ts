@@ -1,7 +1,7 @@
 import type { AssignmentService, Role } from '../assignment/assignment-service.ts';
 import { SYSTEM_TARGET_ID } from '../assignment/assignment-service.ts';
 import type { Clock } from '../support/clock.ts';
-import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError } from '../support/errors.ts';
+import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../support/errors.ts';
 import type { Revocations } from '../events/revocation.ts';
 import type { AccessRule, ApplicationCredential, ApplicationCredentialService } from '../identity/application-credential-service.ts';
 import type { IdentityService, User } from '../identity/identity-service.ts';
@@ -17,7 +17,7 @@ import type { AccessToken, OAuth1Service } from '../oauth1/oauth1-service.ts';
 import type { TokenProvider } from './token-provider.ts';
 import { isDelegatedMethod } from './delegation.ts';
 import type { Trust, TrustService } from '../trust/trust-service.ts';
-import type { DomainReference, ScopeRequest, TokenRequest } from './token-request.ts';
+import type { DomainReference, MappedRequest, ScopeRequest, TokenRequest } from './token-request.ts';
 import type { TotpAuthenticator } from './totp.ts';
 import type { ReceiptService } from '../receipt/receipt-service.ts';
 
@@ -38,6 +38,12 @@ export interface FederatedTokenChecks {
   checkRescope(federation: TokenFederation): Promise<void>;
   /** The provider still exists and is enabled (else its tokens no longer validate). */
   identityProviderEnabled(idpId: string): Promise<boolean>;
+  /**
+   * The mapped method without a token id (Keystone's handle_unscoped_token): the provider enabled
+   * (404, 403), the protocol there (404), the request verified by the protocol's verifier (401), the
+   * assertion mapped and its user shadowed (or a mapped local user found).
+   */
+  authenticateMapped(request: Extract<MappedRequest, { identityProviderId: string }>): Promise<FederatedAuthentication>;
 }
 
 /** Who a federated login authenticated (federation/federated-login.ts): a shadow user with its federation, or a mapped local user. */
@@ -248,6 +254,12 @@ export class TokenService {
       if (!sourceUser) throw NotFoundError.tokenNotValidated();
       user = sourceUser;
     }
+    // Keystone's mapped plugin under the protocol's name (openid, saml2, mapped).
+    const mapped = request.mapped ? await this.authenticateMapped(request.mapped) : undefined;
+    if (mapped) {
+      if (user && user.id !== mapped.user.id) throw new AuthenticationError();
+      user = mapped.user;
+    }
     if (request.password) {
       const authenticated = await this.identity.authenticatePassword(request.password.user, request.password.password);
       if (user && user.id !== authenticated.id) throw new AuthenticationError();
@@ -270,14 +282,19 @@ export class TokenService {
     const scope = await this.resolveScope(user, scopeRequest);
     const used = await this.enforceRules(user, ran, receipt);
     // A re-scoped federated token keeps its groups (not for the system, which has no federated payload).
-    const federation = source?.federation && scope.type !== 'system' ? source.federation : undefined;
+    const carried = mapped ? mapped.federation : source?.federation;
+    const federation = carried && scope.type !== 'system' ? carried : undefined;
     const roles = scope.type === 'unscoped' ? [] : federation ? await this.federatedRoles(user.id, federation, scope) : await this.rolesFor(user.id, scope);
     if (scope.type !== 'unscoped' && roles.length === 0) throw new AuthenticationError();
 
     const methods = used;
     const issuedAt = Math.floor(now / 1000) * 1000;
-    const expiresAt = source ? source.expiresAt : issuedAt + this.expirationSeconds * 1000;
-    const chainId = source ? (source.auditIds[1] ?? source.auditIds[0]!) : undefined;
+    // A token made from another (the token method, or the mapped method's id) ends when it does, as
+    // in Keystone; only the token method's joins its audit chain (Keystone's mapped plugin starts one).
+    const parent = source;
+    const parentsExpire = [source?.expiresAt, mapped?.source?.expiresAt].filter((at): at is number => at !== undefined);
+    const expiresAt = parentsExpire.length ? Math.min(...parentsExpire) : issuedAt + this.expirationSeconds * 1000;
+    const chainId = parent ? (parent.auditIds[1] ?? parent.auditIds[0]!) : undefined;
     const auditIds = chainId ? [newAuditId(), chainId] : [newAuditId()];
     await this.refuseRevokedOnIssue(revocableToken(user, scope, roles, auditIds, issuedAt));
     const payload: TokenPayload = {
@@ -305,6 +322,32 @@ export class TokenService {
       issuedAt,
       expiresAt,
     };
+  }
+
+  /**
+   * Keystone's mapped plugin (Mapped.authenticate). With a token id (handle_scoped_token): a valid
+   * federated token (else 404 for no token, 400 for a token that is not federated), its provider still enabled (403), its
+   * mapping and groups still there; the new token gets its user and groups (and its expiry, a
+   * fresh audit chain, methods only those of this request). Without: the login
+   * (FederatedTokenChecks.authenticateMapped).
+   */
+  private async authenticateMapped(request: MappedRequest): Promise<{ user: User; federation?: TokenFederation; source?: TokenContext }> {
+    if (!this.federation) throw new AuthenticationError();
+    if (!('tokenId' in request)) {
+      const { user: mappedUser, federation } = await this.federation.authenticateMapped(request);
+      // Read again: a shadow user disabled by an administrator, or a mapped local user, must be enabled.
+      const user = await this.identity.findUser(mappedUser.id);
+      if (!user?.enabled) throw AuthenticationError.because({ reason: 'The federated user is disabled', code: 401, userId: mappedUser.id });
+      return { user, ...(federation ? { federation } : {}) };
+    }
+    const source = await this.validate(request.tokenId);
+    // Keystone 22 fails reading the groups of a token that has none: a 400 ("'NoneType' object is
+    // not iterable"); the same status here, with a text that says why.
+    if (!source.federation) throw new ValidationError(`The token given to the ${request.method} method is not a federated token.`);
+    await this.federation.checkRescope(source.federation);
+    const user = await this.identity.findUser(source.user.id);
+    if (!user) throw NotFoundError.tokenNotValidated();
+    return { user, federation: source.federation, source };
   }
 
   /** The methods the token is issued with (those used and a receipt's), or the receipt 401 (MultiFactor). */

@@ -68,9 +68,9 @@ t.test('token request errors', async (t) => {
   const missingPayload = await post({ auth: { identity: { methods: ['password'] } } });
   t.equal(missingPayload.statusCode, 400);
   t.match(missingPayload.json().error.message, /^Expecting to find password in identity/);
-  const unsupported = await post({ auth: { identity: { methods: ['mapped'], mapped: {} } } });
+  const unsupported = await post({ auth: { identity: { methods: ['external'], external: {} } } });
   t.equal(unsupported.statusCode, 401);
-  t.same(unsupported.json().error.identity, { methods: ['password', 'token', 'application_credential', 'oauth1', 'totp'] });
+  t.same(unsupported.json().error.identity, { methods: ['password', 'token', 'application_credential', 'oauth1', 'totp', 'mapped', 'openid', 'saml2'] });
   t.equal(unsupported.json().error.message, 'Attempted to authenticate with an unsupported method.');
   const noDomain = await post(password({ name: 'admin', password: 'x' }));
   t.equal(noDomain.statusCode, 400);

@@ -132,7 +132,7 @@ t.test('a malformed request counts against the limits, is refused with 400 and i
 
 t.test('an unsupported method is a 401, audited', async (t) => {
   const { services, calls, audited } = fakes();
-  const oauth1: AuthRequest = { methods: ['mapped'], mapped: {} } as AuthRequest;
+  const oauth1: AuthRequest = { methods: ['external'], external: {} } as AuthRequest;
   await t.rejects(issueToken(services, { request: oauth1, initiator: INITIATOR, withCatalog: true }), AuthenticationError);
   t.same(calls, ['throttle']);
   t.match(audited, [{ outcome: 'failure', reason: { reasonType: 'Attempted to authenticate with an unsupported method.', reasonCode: '401' } }]);
@@ -196,7 +196,7 @@ t.test("malformed requests get Keystone's answers, in its order", async (t) => {
     ['no password object', { methods: ['password'] }, 400, expecting('password', 'identity')],
     ['user without id or name', { methods: ['password'], password: { user: { password: 'x' } } }, 400, 'Invalid input for field identity/password/user: id or name must be present.'],
     ['domain without id or name', { methods: ['password'], password: { user: { name: 'a', domain: {}, password: 'x' } } }, 400, 'Invalid input for field identity/password/user/domain: id or name must be present.'],
-    ['unsupported before the scope', { methods: ['mapped'], mapped: {}, scope: 7 } as AuthRequest, 401, 'Attempted to authenticate with an unsupported method.'],
+    ['unsupported before the scope', { methods: ['external'], external: {}, scope: 7 } as AuthRequest, 401, 'Attempted to authenticate with an unsupported method.'],
     ['scope of the wrong type', password(['x']), 400, expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope')],
     ['two scopes', password({ project: { id: 'x' }, domain: { id: 'y' } }), 400, expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope')],
     ['unknown scope', password({ galaxy: {} }), 400, expecting('system, project, domain, OS-TRUST:trust or unscoped', 'scope')],

@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../support/errors.ts';
 import { catalogFor, issueToken } from '../../token/issue-token.ts';
 import { JwsTokenProvider } from '../../token/jws-provider.ts';
+import { MAPPED_METHODS } from '../../token/token-request.ts';
 import { auditInitiator } from '../audit.ts';
 import { authorize, noContent, signedRequest, type App, type IdentityApi } from '../context.ts';
 import { baseUrl, collectionLinks } from '../links.ts';
@@ -49,6 +50,8 @@ export function registerAuthRoutes(app: App, api: IdentityApi): void {
           methods: auth.identity.methods,
           scope: auth.scope,
           ...(auth.identity.methods.includes('oauth1') ? { signedRequest: signedRequest(request) } : {}),
+          // A mapped method without a token id: the protocol's verifier reads the request (its bearer token).
+          ...(auth.identity.methods.some((method) => MAPPED_METHODS.includes(method)) ? { requestHeaders: request.headers } : {}),
         },
         initiator: auditInitiator(api, request, reply),
         withCatalog: request.query.nocatalog === undefined,
