@@ -33,3 +33,33 @@ export function aliceAssertion(issuer = 'http://127.0.0.1:19000'): Assertion {
     HTTP_OIDC_GROUPS: 'developers;admins',
   };
 }
+
+interface Caller {
+  call(method: 'POST' | 'PUT', url: string, body: unknown): Promise<{ statusCode: number; body: string; json(): any }>;
+}
+
+/** The mapping rules the OIDC tests share: user id, name and email from the claims, groups by name in `domainId`. */
+export function oidcMappingRules(domainId: string): unknown[] {
+  return [
+    {
+      local: [{ user: { id: '{0}', name: '{1}', email: '{2}' } }, { groups: '{3}', domain: { id: domainId } }],
+      remote: [{ type: 'HTTP_OIDC_SUB' }, { type: 'HTTP_OIDC_PREFERRED_USERNAME' }, { type: 'HTTP_OIDC_EMAIL' }, { type: 'HTTP_OIDC_GROUPS' }],
+    },
+  ];
+}
+
+/**
+ * Registers identity provider `oidc-idp` (remote id `issuer`, shadow users in `domainId`), mapping
+ * `oidc-mapping` (`rules`, by default oidcMappingRules) and protocol `openid` through the API, as an
+ * admin caller; throws unless each answers 201.
+ */
+export async function registerOidcProvider(app: Caller, options: { issuer: string; domainId: string; rules?: unknown[] | undefined }): Promise<void> {
+  const FED = '/v3/OS-FEDERATION';
+  const created = async (url: string, body: unknown) => {
+    const response = await app.call('PUT', url, body);
+    if (response.statusCode !== 201) throw new Error(`PUT ${url}: ${response.statusCode} ${response.body}`);
+  };
+  await created(`${FED}/identity_providers/oidc-idp`, { identity_provider: { remote_ids: [options.issuer], enabled: true, domain_id: options.domainId } });
+  await created(`${FED}/mappings/oidc-mapping`, { mapping: { rules: options.rules ?? oidcMappingRules(options.domainId) } });
+  await created(`${FED}/identity_providers/oidc-idp/protocols/openid`, { protocol: { mapping_id: 'oidc-mapping', remote_id_attribute: 'HTTP_OIDC_ISS' } });
+}

@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import type { AuditNotification } from '../../src/events/audit.ts';
 import { FederatedUserEntity } from '../../src/store/federation-entities.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
-import { aliceAssertion, FixedAssertionVerifier } from '../helpers/federation.ts';
+import { aliceAssertion, FixedAssertionVerifier, registerOidcProvider } from '../helpers/federation.ts';
 
 // OS-FEDERATION's login as Keystone 22's mapped plugin runs it, driven by a test verifier that
 // stands in for the OIDC one (the claims mod_auth_openidc would give Keystone for the OIDC peer's alice).
@@ -41,18 +41,7 @@ async function world(t: Parameters<typeof startTestApp>[0] & { equal: (a: unknow
   const projectId = (await created('POST', '/v3/projects', { project: { name: 'dev-project', domain_id: domainId } })).project.id as string;
   t.equal((await app.call('PUT', `/v3/projects/${projectId}/groups/${groups.developers}/roles/${roles.member}`)).statusCode, 204);
   t.equal((await app.call('PUT', `/v3/projects/${projectId}/groups/${groups.admins}/roles/${roles.reader}`)).statusCode, 204);
-  await created('PUT', `${FED}/identity_providers/oidc-idp`, { identity_provider: { remote_ids: [ISSUER], enabled: true, domain_id: domainId } });
-  await created('PUT', `${FED}/mappings/oidc-mapping`, {
-    mapping: {
-      rules: rules ?? [
-        {
-          local: [{ user: { id: '{0}', name: '{1}', email: '{2}' } }, { groups: '{3}', domain: { id: domainId } }],
-          remote: [{ type: 'HTTP_OIDC_SUB' }, { type: 'HTTP_OIDC_PREFERRED_USERNAME' }, { type: 'HTTP_OIDC_EMAIL' }, { type: 'HTTP_OIDC_GROUPS' }],
-        },
-      ],
-    },
-  });
-  await created('PUT', `${FED}/identity_providers/oidc-idp/protocols/openid`, { protocol: { mapping_id: 'oidc-mapping', remote_id_attribute: 'HTTP_OIDC_ISS' } });
+  await registerOidcProvider(app, { issuer: ISSUER, domainId, rules });
   const audit = () =>
     lines
       .map((line) => JSON.parse(line))

@@ -2,7 +2,7 @@ import t from 'tap';
 import { decodeJwt } from 'jose';
 import { TokenEntity } from '../../src/store/entities.ts';
 import { ADMIN_PASSWORD, startTestApp, type TestApp } from '../helpers/app.ts';
-import { aliceAssertion, FixedAssertionVerifier } from '../helpers/federation.ts';
+import { aliceAssertion, FixedAssertionVerifier, registerOidcProvider } from '../helpers/federation.ts';
 
 // The mapped method of POST /v3/auth/tokens (Keystone's keystone/auth/plugins/mapped.py) under the
 // protocol's name: {"methods": ["openid"], "openid": {"id": <federated token>}} rescopes a federated
@@ -47,18 +47,7 @@ async function world(t: Parameters<typeof startTestApp>[0], overrides: Record<st
     const granted = await app.call('PUT', `${target}/groups/${actor}/roles/${role}`);
     if (granted.statusCode !== 204) throw new Error(`grant: ${granted.statusCode}`);
   }
-  await created('PUT', `${FED}/identity_providers/oidc-idp`, { identity_provider: { remote_ids: [ISSUER], enabled: true, domain_id: domainId } });
-  await created('PUT', `${FED}/mappings/oidc-mapping`, {
-    mapping: {
-      rules: [
-        {
-          local: [{ user: { id: '{0}', name: '{1}', email: '{2}' } }, { groups: '{3}', domain: { id: domainId } }],
-          remote: [{ type: 'HTTP_OIDC_SUB' }, { type: 'HTTP_OIDC_PREFERRED_USERNAME' }, { type: 'HTTP_OIDC_EMAIL' }, { type: 'HTTP_OIDC_GROUPS' }],
-        },
-      ],
-    },
-  });
-  await created('PUT', `${FED}/identity_providers/oidc-idp/protocols/openid`, { protocol: { mapping_id: 'oidc-mapping', remote_id_attribute: 'HTTP_OIDC_ISS' } });
+  await registerOidcProvider(app, { issuer: ISSUER, domainId });
   return { app, verifier, domainId, groups, roles, projectId, otherProjectId };
 }
 

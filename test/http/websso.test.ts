@@ -12,6 +12,7 @@ import { MemoryReplayCache } from '../../src/federation/replay-cache.ts';
 import { AuthenticationError } from '../../src/support/errors.ts';
 import { PUBLIC_URL, startTestApp, type TestApp } from '../helpers/app.ts';
 import { HeadlessBrowser, type BrowserResponse } from '../helpers/browser.ts';
+import { registerOidcProvider } from '../helpers/federation.ts';
 import { OIDC_USERS, startOidcPeer, type OidcPeer } from '../helpers/oidc-peer.ts';
 import { TEST_REDIS_URL, testRedis } from '../helpers/redis.ts';
 
@@ -70,18 +71,7 @@ async function world(t: Test, options: { op?: OidcPeer; env?: Record<string, str
   const member = (await app.call('GET', '/v3/roles?name=member')).json().roles[0].id as string;
   const projectId = (await created('POST', '/v3/projects', { project: { name: 'dev-project', domain_id: domainId } })).project.id as string;
   if ((await app.call('PUT', `/v3/projects/${projectId}/groups/${groups.developers}/roles/${member}`)).statusCode !== 204) throw new Error('grant');
-  await created('PUT', `${FED}/identity_providers/oidc-idp`, { identity_provider: { remote_ids: [op.issuer], enabled: true, domain_id: domainId } });
-  await created('PUT', `${FED}/mappings/oidc-mapping`, {
-    mapping: {
-      rules: [
-        {
-          local: [{ user: { id: '{0}', name: '{1}', email: '{2}' } }, { groups: '{3}', domain: { id: domainId } }],
-          remote: [{ type: 'HTTP_OIDC_SUB' }, { type: 'HTTP_OIDC_PREFERRED_USERNAME' }, { type: 'HTTP_OIDC_EMAIL' }, { type: 'HTTP_OIDC_GROUPS' }],
-        },
-      ],
-    },
-  });
-  await created('PUT', `${FED}/identity_providers/oidc-idp/protocols/openid`, { protocol: { mapping_id: 'oidc-mapping', remote_id_attribute: 'HTTP_OIDC_ISS' } });
+  await registerOidcProvider(app, { issuer: op.issuer, domainId });
   const audit = () =>
     lines
       .map((line) => JSON.parse(line))
