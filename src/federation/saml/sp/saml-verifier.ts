@@ -256,7 +256,7 @@ export class SamlAssertionVerifier implements AssertionVerifier {
 
   private checkResponse(response: Element, recipients: Set<string>, now: number, skew: number, inResponseTo: string | undefined): void {
     if (response.getAttribute('Version') !== '2.0') throw refused('the Response is not SAML 2.0');
-    const answered = response.getAttribute('InResponseTo');
+    const answered = response.hasAttribute('InResponseTo') ? response.getAttribute('InResponseTo') : null;
     if (inResponseTo !== undefined && answered !== null && answered !== inResponseTo) throw refused(`the Response answers another request (InResponseTo ${answered.slice(0, 100)})`);
     const destination = response.getAttribute('Destination');
     if (destination !== null && !recipients.has(destination)) throw refused(`the Response's Destination ${destination.slice(0, 200)} is not this login's URL`);
@@ -308,7 +308,7 @@ export class SamlAssertionVerifier implements AssertionVerifier {
       else if (notBefore !== undefined && notBefore > now + skew) reasons.push('the bearer confirmation is not yet valid');
       // SAML profiles §4.1.4.2: a response to an AuthnRequest names it in the bearer confirmation.
       else if (inResponseTo !== undefined && data?.getAttribute('InResponseTo') !== inResponseTo) {
-        reasons.push(`the bearer confirmation does not answer this login's request (InResponseTo ${String(data?.getAttribute('InResponseTo') ?? 'missing').slice(0, 100)})`);
+        reasons.push(`the bearer confirmation does not answer this login's request (InResponseTo ${String(data?.getAttribute('InResponseTo') || 'missing').slice(0, 100)})`);
       } else {
         confirmed = notOnOrAfter;
         break;
