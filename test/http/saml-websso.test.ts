@@ -320,6 +320,17 @@ t.test('the ACS refuses, never a 500: InResponseTo, another browser, replayed st
     refusedFor(t, w, await postBack(browser, tampered, third.relayState), /does not verify/, 'a tampered attribute');
   });
 
+  await t.test('the identity provider disabled, or no longer naming the issuer, during the login: 403', async (t) => {
+    const redirect = await start(t, browser);
+    t.equal((await w.app.call('PATCH', `${FED}/identity_providers/saml-idp`, { identity_provider: { enabled: false } })).statusCode, 200);
+    keystoneError(t, await postBack(browser, w.idp.response({ inResponseTo: redirect.requestId }), redirect.relayState), 403, 'disabled');
+    t.equal((await w.app.call('PATCH', `${FED}/identity_providers/saml-idp`, { identity_provider: { enabled: true } })).statusCode, 200);
+    const again = await start(t, browser);
+    t.equal((await w.app.call('PATCH', `${FED}/identity_providers/saml-idp`, { identity_provider: { remote_ids: ['https://other.example.org/idp'] } })).statusCode, 200);
+    keystoneError(t, await postBack(browser, w.idp.response({ inResponseTo: again.requestId }), again.relayState), 403, 'remote ids changed');
+    t.equal((await w.app.call('PATCH', `${FED}/identity_providers/saml-idp`, { identity_provider: { remote_ids: [IDP_ENTITY] } })).statusCode, 200);
+  });
+
   await t.test('malformed posts', async (t) => {
     const redirect = await start(t, browser);
     keystoneError(t, await browser.request(ACS, { method: 'POST', form: { RelayState: redirect.relayState } }), 401, 'no SAMLResponse');
