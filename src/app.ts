@@ -19,6 +19,7 @@ import { SamlIdentityProvider } from './federation/saml/saml-idp.ts';
 import { MemoryReplayCache, RedisReplayCache } from './federation/replay-cache.ts';
 import { SamlAssertionVerifier } from './federation/saml/sp/saml-verifier.ts';
 import { TrustedIdpMetadata } from './federation/saml/sp/trusted-metadata.ts';
+import { SamlWebSso } from './federation/saml/sp/saml-websso.ts';
 import { loadSigningKeys } from './federation/saml/signing-keys.ts';
 import { DomainConfigService } from './domain-config/domain-config-service.ts';
 import { CREDENTIAL_MAX_ACTIVE_KEYS, CredentialEncryption } from './credential/credential-encryption.ts';
@@ -384,22 +385,25 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       cacheMs: config.oidc.metadataCacheSeconds * 1000,
       refreshIntervalMs: config.oidc.jwksRefreshIntervalSeconds * 1000,
     });
+    // The trusted SAML identity providers: one reader for SAML logins and SAML websso.
+    const samlMetadata = new TrustedIdpMetadata(config.samlSp.trustedIdpMetadata, {
+      clock,
+      refreshMs: config.samlSp.metadataRefreshSeconds * 1000,
+      httpTimeoutMs: config.samlSp.metadataHttpTimeoutMs,
+      log,
+    });
+    const samlVerifier = new SamlAssertionVerifier(config.samlSp, {
+      clock,
+      log,
+      metadata: samlMetadata,
+      // Assertion ids already used: shared by every node through Redis when configured.
+      replayCache: redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock),
+    });
     // Federated logins believe only what a verifier checked itself: OIDC bearer tokens, SAML
     // responses (the login URL and the mapped method of POST /v3/auth/tokens alike).
     const assertionVerifiers = options.assertionVerifiers ?? [
       new OidcAssertionVerifier(config.oidc, { clock, log, directory: oidcProviders }),
-      new SamlAssertionVerifier(config.samlSp, {
-        clock,
-        log,
-        metadata: new TrustedIdpMetadata(config.samlSp.trustedIdpMetadata, {
-          clock,
-          refreshMs: config.samlSp.metadataRefreshSeconds * 1000,
-          httpTimeoutMs: config.samlSp.metadataHttpTimeoutMs,
-          log,
-        }),
-        // Assertion ids already used: shared by every node through Redis when configured.
-        replayCache: redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock),
-      }),
+      samlVerifier,
     ];
     const federatedLogin = new FederatedLogin(
       store,
@@ -515,7 +519,12 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       database: () => ({ reachable: store.health.reachable, partitions: store.health.partitions }),
     });
 
-    // The OpenID Providers' discovery documents and keys: one cache for bearer logins and websso.
+    // Websso login states (OIDC and SAML): sealed with a key derived from the pepper every node
+    // shares, single-use across nodes through Redis; Redis out of reach: this node's memory decides.
+    const webSsoSealer = new WebSsoStateSealer(pepper.pepper);
+    const webSsoReplays = redis
+      ? new RedisReplayCache(redis, config.websso.replayKeyPrefix, clock, { fallback: 'this-node', log, message: 'websso: Redis did not answer; this login state is single-use on this node only' })
+      : new MemoryReplayCache(clock);
     const api: IdentityApi = {
       config,
       resources,
@@ -533,22 +542,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       federation,
       federatedLogin,
       assertionVerifiers,
-      // Browser single sign-on (websso) as an OIDC relying party; its login states sealed with a key
-      // derived from the pepper every node shares, single-use across nodes through Redis.
-      oidcWebSso: new OidcWebSso({
-        websso: config.websso,
-        oidc: config.oidc,
-        directory: oidcProviders,
-        federation,
-        federatedLogin,
-        sealer: new WebSsoStateSealer(pepper.pepper),
-        // Redis out of reach: this node's memory decides (the provider's code is single-use too).
-        replays: redis
-          ? new RedisReplayCache(redis, config.websso.replayKeyPrefix, clock, { fallback: 'this-node', log, message: 'websso: Redis did not answer; this login state is single-use on this node only' })
-          : new MemoryReplayCache(clock),
-        clock,
-        log,
-      }),
+      // Browser single sign-on (websso) as an OIDC relying party.
+      oidcWebSso: new OidcWebSso({ websso: config.websso, oidc: config.oidc, directory: oidcProviders, federation, federatedLogin, sealer: webSsoSealer, replays: webSsoReplays, clock, log }),
+      // The same for SAML protocols: an AuthnRequest (signed with SAML_KEYFILE when set), the response verified as a SAML login's.
+      samlWebSso: new SamlWebSso({ websso: config.websso, samlSp: config.samlSp, metadata: samlMetadata, verifier: samlVerifier, federation, federatedLogin, sealer: webSsoSealer, replays: webSsoReplays, clock, keys: samlKeys }),
       saml: new SamlIdentityProvider({ settings: config.saml, keys: samlKeys, clock, federation, tokens, identity, resources }),
       credentials,
       tokens,

@@ -22,6 +22,11 @@ export interface AssertionRequest {
    * Destination and Recipient must name.
    */
   endpointUrl?: string;
+  /**
+   * The ID of the AuthnRequest this login answers (SAML websso): the bearer confirmation's
+   * InResponseTo must be it, and the Response's when it names one. Undefined: an unsolicited login.
+   */
+  inResponseTo?: string;
 }
 
 /**

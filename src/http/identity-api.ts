@@ -23,6 +23,7 @@ import { registerFederationRoutes } from './routes/federation.ts';
 import { registerFederationAuthRoutes } from './routes/federation-auth.ts';
 import { registerSamlIdpRoutes } from './routes/saml-idp.ts';
 import { registerWebSsoRoutes } from './routes/websso.ts';
+import { registerSamlWebSsoRoutes } from './routes/saml-websso.ts';
 import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
 import { registerDomainRoutes } from './routes/domains.ts';
@@ -246,6 +247,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerFederationRoutes(app, api);
   registerFederationAuthRoutes(app, api);
   registerWebSsoRoutes(app, api, api.oidcWebSso);
+  registerSamlWebSsoRoutes(app, api, api.samlWebSso);
   registerSamlIdpRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   registerApiDocsRoutes(app, routes);

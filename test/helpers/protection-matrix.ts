@@ -397,6 +397,7 @@ export const PUBLIC_ROUTES = [
   'HEAD /v3/auth/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/websso',
   'POST /v3/auth/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/websso',
   'GET /v3/auth/OS-FEDERATION/websso/:protocol_id/redirect',
+  'POST /v3/auth/OS-FEDERATION/websso/:protocol_id/acs',
   // K2K (SAML identity provider): unenforced in Keystone; the body's token is checked
   'GET /v3/OS-FEDERATION/saml2/metadata',
   'POST /v3/auth/OS-FEDERATION/saml2',

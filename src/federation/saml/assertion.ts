@@ -39,6 +39,8 @@ export interface AssertionRequest {
   expiresIn: number;
   /** uuid4 hex, as Keystone's. */
   ids: { response: string; assertion: string; session: string };
+  /** The AuthnRequest answered (a service provider's websso); Keystone's K2K assertions answer none. */
+  inResponseTo?: string;
 }
 
 /** Keystone's utils.isotime(): whole seconds, "Z". */
@@ -82,7 +84,7 @@ function assertionElement(request: AssertionRequest): string {
     `<saml:Assertion Version="2.0" ID="${a(request.ids.assertion)}" IssueInstant="${instant}">` +
     issuer(request.issuer) +
     `<saml:Subject><saml:NameID>${t(claims.user)}</saml:NameID>` +
-    `<saml:SubjectConfirmation Method="${SCM_BEARER}"><saml:SubjectConfirmationData NotOnOrAfter="${expires}" Recipient="${a(request.recipient)}" /></saml:SubjectConfirmation>` +
+    `<saml:SubjectConfirmation Method="${SCM_BEARER}"><saml:SubjectConfirmationData${request.inResponseTo !== undefined ? ` InResponseTo="${a(request.inResponseTo)}"` : ''} NotOnOrAfter="${expires}" Recipient="${a(request.recipient)}" /></saml:SubjectConfirmation>` +
     `</saml:Subject>` +
     `<saml:AuthnStatement AuthnInstant="${instant}" SessionIndex="${a(request.ids.session)}" SessionNotOnOrAfter="${expires}">` +
     `<saml:AuthnContext><saml:AuthnContextClassRef>${AUTHN_PASSWORD}</saml:AuthnContextClassRef><saml:AuthenticatingAuthority>${t(request.issuer)}</saml:AuthenticatingAuthority></saml:AuthnContext>` +
@@ -95,7 +97,7 @@ function assertionElement(request: AssertionRequest): string {
 /** The Response element; `declarations` are the root's namespace declarations (none when nested). */
 function responseElement(request: AssertionRequest, prefix: string, declarations: string): string {
   return (
-    `<${prefix}:Response${declarations} ID="${a(request.ids.response)}" Version="2.0" IssueInstant="${isoTime(request.now)}" Destination="${a(request.recipient)}">` +
+    `<${prefix}:Response${declarations} ID="${a(request.ids.response)}" Version="2.0" IssueInstant="${isoTime(request.now)}" Destination="${a(request.recipient)}"${request.inResponseTo !== undefined ? ` InResponseTo="${a(request.inResponseTo)}"` : ''}>` +
     issuer(request.issuer) +
     `<${prefix}:Status><${prefix}:StatusCode Value="${STATUS_SUCCESS}" /></${prefix}:Status>` +
     assertionElement(request) +

@@ -7,6 +7,7 @@ import type { App, IdentityApi } from '../context.ts';
 import { baseUrl } from '../links.ts';
 import { querySchema, type QueryValue } from '../query.ts';
 import { params } from '../schemas.ts';
+import { samlAcsUrl, samlStateCookie } from './saml-websso.ts';
 
 const WEBSSO_PATH = '/v3/auth/OS-FEDERATION/websso/:protocol_id';
 const WEBSSO_IDP_PATH = '/v3/auth/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/websso';
@@ -38,14 +39,19 @@ export function registerWebSsoRoutes(app: App, api: IdentityApi, websso: OidcWeb
     try {
       const attempt = await api.loginThrottle.begin(initiator.address, undefined);
       const redirectUri = `${baseUrl(request)}/v3/auth/OS-FEDERATION/websso/${encodeURIComponent(request.params.protocol_id)}/redirect`;
-      const started = await websso.begin({
+      const target = {
         ...(request.params.idp_id !== undefined ? { idpId: request.params.idp_id } : {}),
         protocolId: request.params.protocol_id,
         origin: firstValue(request.query.origin),
-        redirectUri,
-      });
+      };
+      // A SAML protocol (SAML_PROTOCOLS): the HTTP-Redirect binding to the identity provider, back to its ACS (routes/saml-websso.ts).
+      const saml = api.samlWebSso?.handles(request.params.protocol_id) ? api.samlWebSso : undefined;
+      const acsUrl = saml ? samlAcsUrl(api, request, request.params.protocol_id) : undefined;
+      const started = saml && acsUrl ? await saml.begin({ ...target, acsUrl }) : await websso.begin({ ...target, redirectUri });
       await attempt.succeeded();
-      const cookie = stateCookie(started.cookie.name, started.cookie.value, started.cookie.maxAgeSeconds, redirectUri);
+      const cookie = acsUrl
+        ? samlStateCookie(started.cookie.name, started.cookie.value, started.cookie.maxAgeSeconds, acsUrl)
+        : stateCookie(started.cookie.name, started.cookie.value, started.cookie.maxAgeSeconds, redirectUri);
       return reply.code(302).header('location', started.location).header('set-cookie', cookie).header('cache-control', 'no-store').send();
     } catch (error) {
       auditAuthenticationFailure(api.audit, initiator, error);

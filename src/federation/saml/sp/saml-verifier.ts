@@ -141,8 +141,8 @@ export class SamlAssertionVerifier implements AssertionVerifier {
     const recipients = this.recipients(request.endpointUrl);
     const now = this.options.clock.now();
     const skew = this.settings.clockSkewSeconds * 1000;
-    this.checkResponse(verified.response ?? response, recipients, now, skew);
-    const expiresAt = this.checkAssertion(signed, recipients, now, skew);
+    this.checkResponse(verified.response ?? response, recipients, now, skew, request.inResponseTo);
+    const expiresAt = this.checkAssertion(signed, recipients, now, skew, request.inResponseTo);
 
     const id = signed.getAttribute('ID') as string;
     let first: boolean;
@@ -254,8 +254,10 @@ export class SamlAssertionVerifier implements AssertionVerifier {
     return new Set([endpointUrl, ...this.settings.acceptedRecipients]);
   }
 
-  private checkResponse(response: Element, recipients: Set<string>, now: number, skew: number): void {
+  private checkResponse(response: Element, recipients: Set<string>, now: number, skew: number, inResponseTo: string | undefined): void {
     if (response.getAttribute('Version') !== '2.0') throw refused('the Response is not SAML 2.0');
+    const answered = response.hasAttribute('InResponseTo') ? response.getAttribute('InResponseTo') : null;
+    if (inResponseTo !== undefined && answered !== null && answered !== inResponseTo) throw refused(`the Response answers another request (InResponseTo ${answered.slice(0, 100)})`);
     const destination = response.getAttribute('Destination');
     if (destination !== null && !recipients.has(destination)) throw refused(`the Response's Destination ${destination.slice(0, 200)} is not this login's URL`);
     const status = onlyChild(response, NS.protocol, 'Status');
@@ -266,7 +268,7 @@ export class SamlAssertionVerifier implements AssertionVerifier {
   }
 
   /** The assertion's checks; returns when it stops being valid (ms). */
-  private checkAssertion(assertion: Element, recipients: Set<string>, now: number, skew: number): number {
+  private checkAssertion(assertion: Element, recipients: Set<string>, now: number, skew: number, inResponseTo: string | undefined): number {
     if (assertion.getAttribute('Version') !== '2.0') throw refused('the Assertion is not SAML 2.0');
     if (!assertion.getAttribute('ID')) throw refused('the Assertion has no ID');
     const issued = samlTime(assertion.getAttribute('IssueInstant'), 'the Assertion IssueInstant');
@@ -304,7 +306,10 @@ export class SamlAssertionVerifier implements AssertionVerifier {
       else if (notOnOrAfter === undefined) reasons.push('the bearer confirmation has no NotOnOrAfter');
       else if (notOnOrAfter <= now - skew) reasons.push('the assertion has expired (SubjectConfirmationData NotOnOrAfter)');
       else if (notBefore !== undefined && notBefore > now + skew) reasons.push('the bearer confirmation is not yet valid');
-      else {
+      // SAML profiles §4.1.4.2: a response to an AuthnRequest names it in the bearer confirmation.
+      else if (inResponseTo !== undefined && data?.getAttribute('InResponseTo') !== inResponseTo) {
+        reasons.push(`the bearer confirmation does not answer this login's request (InResponseTo ${String(data?.getAttribute('InResponseTo') || 'missing').slice(0, 100)})`);
+      } else {
         confirmed = notOnOrAfter;
         break;
       }

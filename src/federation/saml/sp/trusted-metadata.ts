@@ -16,6 +16,10 @@ export interface TrustedEntity {
   certificates: string[];
   /** Where the entity was read (a file or URL), for logs. */
   source: string;
+  /** The IDPSSODescriptors' SingleSignOnService endpoints (where websso sends the browser). */
+  singleSignOnServices: Array<{ binding: string; location: string }>;
+  /** An IDPSSODescriptor says WantAuthnRequestsSigned="true". */
+  wantAuthnRequestsSigned: boolean;
 }
 
 export interface MetadataLog {
@@ -66,7 +70,15 @@ export function parseIdpMetadata(xml: string, source: string): { entities: Trust
     const entityId = descriptor.getAttribute('entityID') ?? '';
     if (!entityId) continue;
     const certificates: string[] = [];
+    const singleSignOnServices: TrustedEntity['singleSignOnServices'] = [];
+    let wantAuthnRequestsSigned = false;
     for (const idp of children(descriptor, NS.metadata, 'IDPSSODescriptor')) {
+      if (['true', '1'].includes((idp.getAttribute('WantAuthnRequestsSigned') ?? '').trim())) wantAuthnRequestsSigned = true;
+      for (const service of children(idp, NS.metadata, 'SingleSignOnService')) {
+        const binding = service.getAttribute('Binding') ?? '';
+        const location = service.getAttribute('Location') ?? '';
+        if (binding && location) singleSignOnServices.push({ binding, location });
+      }
       for (const key of children(idp, NS.metadata, 'KeyDescriptor')) {
         const use = key.getAttribute('use');
         if (use && use !== 'signing') continue;
@@ -84,7 +96,7 @@ export function parseIdpMetadata(xml: string, source: string): { entities: Trust
       }
     }
     if (certificates.length === 0) continue;
-    entities.push({ entityId, certificates, source });
+    entities.push({ entityId, certificates, source, singleSignOnServices, wantAuthnRequestsSigned });
     const until = latestValidUntil(descriptor);
     if (until !== undefined) validUntil.set(entityId, until);
   }
