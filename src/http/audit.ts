@@ -48,6 +48,11 @@ const NOT_AUDITED_HERE = new Set([
   // K2K: an assertion is made from a token, nothing is stored, Keystone notifies nothing.
   'POST /v3/auth/OS-FEDERATION/saml2',
   'POST /v3/auth/OS-FEDERATION/saml2/ecp',
+  // websso: starting one answers a redirect and writes nothing; its callback is a login, audited by
+  // the route (identity.authenticate) as the federated login is.
+  'POST /v3/auth/OS-FEDERATION/websso/:protocol_id',
+  'POST /v3/auth/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/websso',
+  'POST /v3/auth/OS-FEDERATION/websso/:protocol_id/acs',
 ]);
 
 const SINGULAR: Record<string, string> = {
