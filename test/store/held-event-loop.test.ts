@@ -1,0 +1,100 @@
+import t from 'tap';
+import { Store } from '../../src/store/database.ts';
+import { runningDeadline } from '../../src/store/connect-deadline.ts';
+import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
+import { startTcpRelay } from '../helpers/tcp-relay.ts';
+
+const SERVER = process.env.TEST_DATABASE_URL || LOCAL_POSTGRES;
+
+/** Holds this process's event loop, as a long synchronous task or a starved CPU would. */
+function holdEventLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
+
+t.test('a connection opened while the event loop is held up past the connect timeout still opens', async (t) => {
+  const database = await createTestDatabase(SERVER);
+  const store = await Store.open({ databaseUrl: database.url!, connectTimeoutMs: 200, queryTimeoutMs: 2000 });
+  store.watchHealth();
+  const changes: boolean[] = [];
+  store.health.onChange((reachable) => changes.push(reachable));
+  t.teardown(async () => {
+    await store.close();
+    await database.drop();
+  });
+  await store.ping();
+  // Two at once: the second needs a new pooled connection, whose opening starts now and is then held up.
+  const queries = [1, 2].map((n) => store.reader().getConnection().execute(`select ${n} as n`));
+  // One turn, so that the pool has begun opening the connection (and pg armed its timer).
+  await new Promise((resolve) => setImmediate(resolve));
+  holdEventLoop(700);
+  const answers = await Promise.allSettled(queries);
+  t.same(answers.map((answer) => answer.status), ['fulfilled', 'fulfilled'], 'pg\'s plain timer would have destroyed the second connection ("timeout expired")');
+  t.equal(store.health.reachable, true);
+  t.same(changes, [], 'never taken for a partition');
+});
+
+t.test('an early wake-up of the idle timer does not drop a query unanswered for less than the query timeout', async (t) => {
+  const database = await createTestDatabase(SERVER);
+  const store = await Store.open({ databaseUrl: database.url!, queryTimeoutMs: 1000 });
+  store.watchHealth();
+  t.teardown(async () => {
+    await store.close();
+    await database.drop();
+  });
+  const knex = store.orm.em.getConnection().getKnex();
+  const connection = (await knex.client.acquireConnection()) as { query(sql: string): Promise<unknown>; connection: { stream: import('node:net').Socket } };
+  t.teardown(() => knex.client.releaseConnection(connection));
+  // Measured after a held-up event loop: a write refreshes the socket's idle timer from the loop's
+  // stale clock, and the timer fired 19 ms after the query went out. Here it fires at once.
+  const slow = connection.query('select pg_sleep(0.3) as slept');
+  connection.connection.stream.emit('timeout');
+  t.equal(await slow.then(() => 'answered', (error: Error) => error.message), 'answered');
+  t.equal(connection.connection.stream.destroyed, false);
+  t.equal(store.health.reachable, true);
+});
+
+t.test('a server that does not answer still fails the opening within the connect timeout', async (t) => {
+  const database = await createTestDatabase(SERVER);
+  const server = new URL(SERVER);
+  const relay = await startTcpRelay(server.hostname, Number(server.port || 5432));
+  const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), connectTimeoutMs: 300, queryTimeoutMs: 300, acquireTimeoutMs: 3000 });
+  t.teardown(async () => {
+    relay.restore();
+    await store.close();
+    await relay.close();
+    await database.drop();
+  });
+  relay.cut('blackhole');
+  const started = performance.now();
+  // Both need a connection: the one left from opening is dropped by its query timeout, the next one's opening hears nothing.
+  const outcome = await Promise.allSettled([1, 2].map(() => store.reader().getConnection().execute('select 1')));
+  const ms = performance.now() - started;
+  t.same(outcome.map((answer) => answer.status), ['rejected', 'rejected']);
+  t.ok(ms < 3000, `failed within the bounds, not the pool's acquire timeout: ${Math.round(ms)} ms`);
+  t.match(outcome.map((answer) => String((answer as PromiseRejectedResult).reason?.message)).join(' | '), /timeout expired|read timeout/);
+});
+
+t.test('runningDeadline: on time it expires; held up, it gives the time back once', async (t) => {
+  // The deadline's timers are unref'd (they never keep a process alive): this one does, meanwhile.
+  const alive = setInterval(() => {}, 1000);
+  t.teardown(() => clearInterval(alive));
+  let expired = 0;
+  const started = performance.now();
+  await new Promise<void>((resolve) => runningDeadline(30, () => (expired++, resolve())));
+  t.equal(expired, 1);
+  t.ok(performance.now() - started < 250, 'no extension when the loop ran');
+
+  let heldExpiredAt = 0;
+  const heldStarted = performance.now();
+  const held = new Promise<void>((resolve) => runningDeadline(30, () => ((heldExpiredAt = performance.now()), resolve())));
+  holdEventLoop(300);
+  await held;
+  t.ok(heldExpiredAt - heldStarted >= 300 + 250, `extended by the hold-up and the grace: ${Math.round(heldExpiredAt - heldStarted)} ms`);
+
+  let cancelledFired = false;
+  const cancel = runningDeadline(10, () => (cancelledFired = true));
+  cancel();
+  await new Promise((resolve) => setTimeout(resolve, 40));
+  t.equal(cancelledFired, false, 'cancelled');
+});
