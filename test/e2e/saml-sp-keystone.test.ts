@@ -32,7 +32,8 @@ interface Peer {
 
 /** Our own Keystone with [saml]; undefined (and why) when it cannot start. */
 async function startKeystone(): Promise<Peer | string> {
-  ensureDebianPackages(['xmlsec1']);
+  // start.sh's own packages too: it would install them without waiting for another test file's dpkg lock.
+  ensureDebianPackages(['xmlsec1', 'keystone', 'python3-openstackclient', 'python3-psycopg2', 'uwsgi-core', 'uwsgi-plugin-python3', 'curl', 'jq', 'wrk']);
   const keys = makeKeyPair(t);
   const port = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-saml-sp-peer-'));
