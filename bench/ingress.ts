@@ -13,6 +13,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { runPacedScenario, type LoadSettings, type ScenarioResult } from './load.ts';
+import { compilePaced, runExternalPaced } from './paced.ts';
 import { cpuMs, freePort, gcSummary, onCleanup, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess } from './processes.ts';
 import type { Scenario } from './scenarios.ts';
 
@@ -39,7 +40,7 @@ export interface IngressResult {
   rounds: Record<IngressTarget, WrkRun[]>;
   /** Medians over the rounds, and the ratios to nginx. */
   summary: Record<IngressTarget, { cpuUsPerRequest: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null }>;
-  paced?: { rate: number; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number; gatewayGc?: GcSummary };
+  paced?: { rate: number; generator: string; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number; gatewayGc?: GcSummary };
 }
 
 /** Whether wrk and nginx are installed (the ingress comparison needs both). */
@@ -252,7 +253,9 @@ export async function runIngressBench(context: IngressContext, options: { thread
   if (options.pacedShare > 0 || options.pacedRate) {
     // A fixed rate (BENCH_PACED_RATE) makes runs comparable whatever the top rate measured.
     const rate = options.pacedRate ?? Math.max(1, Math.round(medians.gateway.rps * options.pacedShare));
-    const paced: NonNullable<IngressResult['paced']> = { rate, results: {} };
+    const generator = compilePaced();
+    if ('unavailable' in generator) context.log(`ingress paced: ${generator.unavailable}; the in-process generator runs instead (it competes with the servers for the cores)`);
+    const paced: NonNullable<IngressResult['paced']> = { rate, generator: 'binary' in generator ? 'bench/paced.c' : 'in-process (bench/load.ts)', results: {} };
     for (const name of ['direct', 'nginx', 'gateway'] as const) {
       const scenario: Scenario = {
         name: name === 'gateway' ? 'gateway' : name === 'nginx' ? 'bare-proxy' : 'upstream-direct',
@@ -264,7 +267,10 @@ export async function runIngressBench(context: IngressContext, options: { thread
       };
       context.log(`ingress paced ${name}: ${options.paced.duration} s at ${rate} req/s`);
       const started = Date.now();
-      const measured = await runPacedScenario(scenario, options.paced, rate);
+      const measured =
+        'binary' in generator
+          ? await runExternalPaced(generator.binary, { ...scenario, role: name === 'gateway' ? 'service' : 'proxy', pids: targets[name].pids }, options.paced, rate)
+          : await runPacedScenario(scenario, options.paced, rate);
       // The collections of the measured part only (the warm-up's are left out).
       if (name === 'gateway') paced.gatewayGc = gcSummary(started + options.paced.warmup * 1000, Date.now(), measured.requests);
       paced.results[name] = { ...measured, name: options.pacedRate ? `${name} @ ${rate} req/s` : `${name} @ ${Math.round(options.pacedShare * 100)} % of the gateway's top rate` };
@@ -294,7 +300,7 @@ export function ingressTable(result: IngressResult): string {
     );
   }
   if (result.paced) {
-    lines.push('', `paced (open loop, ${settings.pacedDurationS} s at ${result.paced.rate} req/s = ${Math.round((result.paced.rate / summary.gateway.rps) * 100)} % of the gateway's median top rate):`, '');
+    lines.push('', `paced by ${result.paced.generator} (open loop, ${settings.pacedDurationS} s at ${result.paced.rate} req/s = ${Math.round((result.paced.rate / summary.gateway.rps) * 100)} % of the gateway's median top rate):`, '');
     lines.push(`${'target'.padEnd(12)}  ${'p50 ms'.padStart(8)}  ${'p99 ms'.padStart(8)}  ${'max ms'.padStart(8)}  ${'non-2xx'.padStart(7)}  ${'errors'.padStart(6)}`);
     for (const [name, paced] of Object.entries(result.paced.results)) {
       if (!paced) continue;

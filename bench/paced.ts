@@ -1,0 +1,77 @@
+/**
+ * The paced (open-loop) runs of the ingress comparison, by bench/paced.c: compiled once per bench
+ * run with the machine's C compiler into a temp directory, then run per target. Out of process and
+ * in C, it leaves the cores to what it measures (the in-process Node generator's own p99 was 3 ms
+ * against nginx answering directly at 12,700 req/s).
+ */
+import { execFile, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { LoadSettings, ScenarioResult } from './load.ts';
+import { cpuMs, settle, tempDirectory } from './processes.ts';
+
+const run = promisify(execFile);
+
+/** What paced.c prints. */
+interface PacedReport {
+  requests: number;
+  sent: number;
+  errors: number;
+  timeouts: number;
+  durationS: number;
+  latencyMs: { p50: number; p90: number; p99: number; p999: number; max: number; mean: number };
+  statusCodes: Record<string, number>;
+}
+
+/** The generator's binary, or why there is none (then the bench falls back to the in-process one). */
+export function compilePaced(): { binary: string } | { unavailable: string } {
+  const directory = tempDirectory('kg-bench-paced-');
+  const binary = path.join(directory, 'paced');
+  const source = path.join(import.meta.dirname, 'paced.c');
+  const compiled = spawnSync(process.env.CC || 'cc', ['-O2', '-o', binary, source], { encoding: 'utf8' });
+  if (compiled.error) return { unavailable: `no C compiler (${(compiled.error as NodeJS.ErrnoException).code}): apt-get install gcc` };
+  if (compiled.status !== 0) return { unavailable: `bench/paced.c did not compile: ${compiled.stderr.slice(0, 500)}` };
+  return { binary };
+}
+
+/** One paced run at `rate` against `url` (GET with `headers`), the CPU of `pids` measured over it. */
+export async function runExternalPaced(
+  binary: string,
+  target: { name: string; measures: string; url: string; headers: Record<string, string>; role: 'service' | 'proxy'; pids: number[] },
+  settings: LoadSettings,
+  rate: number,
+): Promise<ScenarioResult> {
+  const url = new URL(target.url);
+  const lines = [`GET ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`, ...Object.entries(target.headers).map(([name, value]) => `${name}: ${value}`)];
+  const requestFile = path.join(path.dirname(binary), `request-${target.name}`);
+  writeFileSync(requestFile, `${lines.join('\r\n')}\r\n\r\n`);
+  await settle(target.pids);
+  const before = cpuMs(target.pids);
+  // The warm-up's CPU is counted too: the report's `sent` covers the measured window only, so the
+  // CPU is scaled by the share of requests that window holds.
+  const { stdout } = await run(binary, [url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
+    maxBuffer: 1 << 20,
+  });
+  await settle(target.pids);
+  const cpu = cpuMs(target.pids) - before;
+  const report = JSON.parse(stdout) as PacedReport;
+  const scheduledInAll = rate * (settings.duration + settings.warmup);
+  const non2xx = Object.entries(report.statusCodes).reduce((sum, [code, count]) => sum + (code.startsWith('2') ? 0 : count), 0);
+  return {
+    name: target.name,
+    request: `GET ${url.pathname}`,
+    measures: target.measures,
+    durationS: report.durationS,
+    requests: report.requests,
+    sent: report.sent,
+    rps: Math.round((report.requests / report.durationS) * 10) / 10,
+    latencyMs: { p50: report.latencyMs.p50, p90: report.latencyMs.p90, p99: report.latencyMs.p99, max: report.latencyMs.max },
+    statusCodes: report.statusCodes,
+    non2xx,
+    errors: report.errors,
+    timeouts: report.timeouts,
+    errorSamples: [],
+    cpuUsPerRequest: { [target.role]: scheduledInAll ? Math.round((cpu * 1000) / scheduledInAll) : 0 },
+  };
+}
