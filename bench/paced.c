@@ -114,6 +114,8 @@ static void record_latency(double ms) {
   latencies[latency_count++] = ms;
 }
 
+static void replace_connection(struct connection *c);
+
 static void send_request(struct connection *c, double scheduled) {
   c->busy = 1;
   c->scheduled = scheduled;
@@ -124,13 +126,11 @@ static void send_request(struct connection *c, double scheduled) {
   /* A request of a few hundred bytes on a socket with nothing else queued goes out whole. */
   if (written != (ssize_t)request_length) {
     if (in_window(scheduled)) errors++;
-    close(c->fd);
-    if (open_connection(c) != 0) c->fd = -1;
-    c->busy = 0;
+    replace_connection(c);
   }
 }
 
-static void dispatch(double scheduled);
+
 
 static void freed(struct connection *c) {
   c->busy = 0;
@@ -142,11 +142,8 @@ static void freed(struct connection *c) {
   }
 }
 
-static void fail(struct connection *c, int timed_out) {
-  if (c->busy && in_window(c->scheduled)) {
-    errors++;
-    if (timed_out) timeouts++;
-  }
+/* Closes the connection and opens another in its place, free for the next request (if it opens). */
+static void replace_connection(struct connection *c) {
   epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
   c->busy = 0;
@@ -157,6 +154,14 @@ static void fail(struct connection *c, int timed_out) {
   freed(c);
 }
 
+static void fail(struct connection *c, int timed_out) {
+  if (c->busy && in_window(c->scheduled)) {
+    errors++;
+    if (timed_out) timeouts++;
+  }
+  replace_connection(c);
+}
+
 static void completed(struct connection *c) {
   double now = now_ms();
   if (in_window(c->scheduled)) {
@@ -164,16 +169,8 @@ static void completed(struct connection *c) {
     statuses[c->status >= 100 && c->status < 600 ? c->status : 0]++;
     last_completion = now;
   }
-  if (!c->keep_alive) {
-    epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
-    c->busy = 0;
-    if (open_connection(c) != 0) {
-      c->fd = -1;
-      return;
-    }
-  }
-  freed(c);
+  if (c->keep_alive) freed(c);
+  else replace_connection(c);
 }
 
 /* Reads the response's headers once whole; returns bytes consumed, 0 if incomplete, -1 if malformed. */
