@@ -48,8 +48,8 @@ export async function runExternalPaced(
   writeFileSync(requestFile, `${lines.join('\r\n')}\r\n\r\n`);
   await settle(target.pids);
   const before = cpuMs(target.pids);
-  // The warm-up's CPU is counted too: the report's `sent` covers the measured window only, so the
-  // CPU is scaled by the share of requests that window holds.
+  // The CPU is read around the whole run, warm-up included, so it is divided by every request
+  // scheduled in it (the report's `sent` counts the measured window only).
   const { stdout } = await run(binary, [url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
     maxBuffer: 1 << 20,
   });

@@ -14,7 +14,6 @@ async function server(t: Test, handler: http.RequestListener): Promise<string> {
   const listening = http.createServer({ keepAliveTimeout: 60_000 }, handler);
   await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => listening.close(() => resolve())));
-  listening.closeIdleConnections?.();
   return `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
 }
 
