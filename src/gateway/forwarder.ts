@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
 import { UnavailableError } from '../support/errors.ts';
+import { ExchangeDeadlines, type DeadlineEntry, type DeadlineList } from './exchange-deadlines.ts';
 
 export interface ForwarderOptions {
   connectTimeoutMs: number;
@@ -41,6 +42,9 @@ export interface ForwardTarget {
   responseHeaders: string[];
 }
 
+/** Makes the keep-alive pool of one upstream origin (a parameter so tests can see what it is asked). */
+export type PoolFactory = (origin: string, options: Pool.Options) => Dispatcher;
+
 const RESPONSE_HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'upgrade', 'trailer', 'te']);
 
 /**
@@ -50,12 +54,19 @@ const RESPONSE_HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-al
  * It uses undici's dispatch() with its own handler rather than request(): request() wraps every
  * exchange in an AsyncResource, a promise, a parsed header object and a Readable body piped into the
  * response — measured at about a fifth of a proxied request's CPU. Here upstream chunks go straight
- * into response.write(), with undici's parser paused while the client's socket is full.
+ * into response.write(), with undici's parser paused while the client's socket is full. undici
+ * is given no per-request timeouts: the response and body deadlines are ours (exchange-deadlines.ts).
  */
 export class Forwarder {
-  private readonly pools = new Map<string, Pool>();
+  private readonly pools = new Map<string, Dispatcher>();
+  private readonly deadlines: ExchangeDeadlines;
 
-  constructor(private readonly options: ForwarderOptions) {}
+  constructor(
+    private readonly options: ForwarderOptions,
+    private readonly createPool: PoolFactory = (origin, poolOptions) => new Pool(origin, poolOptions),
+  ) {
+    this.deadlines = new ExchangeDeadlines(options);
+  }
 
   /**
    * Calls `settled` once: with the upstream's status when its headers have been written to the
@@ -74,32 +85,29 @@ export class Forwarder {
   ): void {
     const pool = this.pool(target.origin);
     const hasBody = request.headers['content-length'] !== undefined ? request.headers['content-length'] !== '0' : request.headers['transfer-encoding'] !== undefined;
-    const exchange = new Exchange(request, response, target.responseHeaders, rewriteLocation, settled, failed);
+    const exchange = new Exchange(request, response, hasBody, this.deadlines, target.responseHeaders, rewriteLocation, settled, failed);
     pool.dispatch(
-      {
-        path: target.path,
-        method: request.method as Dispatcher.HttpMethod,
-        headers: target.headers as string[],
-        body: hasBody ? request : null,
-        headersTimeout: this.options.responseTimeoutMs,
-        bodyTimeout: this.options.bodyTimeoutMs,
-      },
+      // 0: no timer of undici's per exchange (ours are in this.deadlines).
+      { path: target.path, method: request.method as Dispatcher.HttpMethod, headers: target.headers as string[], body: hasBody ? request : null, headersTimeout: 0, bodyTimeout: 0 },
       exchange as unknown as Dispatcher.DispatchHandler,
     );
   }
 
   async close(): Promise<void> {
+    this.deadlines.close();
     await Promise.all([...this.pools.values()].map((pool) => pool.close()));
     this.pools.clear();
   }
 
-  private pool(origin: string): Pool {
+  private pool(origin: string): Dispatcher {
     let pool = this.pools.get(origin);
     if (!pool) {
-      pool = new Pool(origin, {
+      pool = this.createPool(origin, {
         connections: this.options.connectionsPerUpstream,
         connect: { timeout: this.options.connectTimeoutMs },
         keepAliveTimeout: 30_000,
+        headersTimeout: 0,
+        bodyTimeout: 0,
       });
       this.pools.set(origin, pool);
     }
@@ -110,9 +118,16 @@ export class Forwarder {
 /**
  * One request's undici handler (the callback interface undici's core calls: onConnect, onHeaders,
  * onData, onComplete, onError). It reports once: with the upstream's status when its headers have
- * been written to the client, or with the failure before that.
+ * been written to the client, or with the failure before that. Its deadlines: the response headers
+ * are owed from when the request is on its way whole (for a request with a body, once the client
+ * has sent all of it, as undici counts: a slow upload is not a slow upstream); then each piece of
+ * the body, except while the client's socket is full.
  */
-class Exchange {
+class Exchange implements DeadlineEntry {
+  deadlineList: DeadlineList | undefined = undefined;
+  deadlinePrevious: DeadlineEntry | undefined = undefined;
+  deadlineNext: DeadlineEntry | undefined = undefined;
+  deadlineArmedAt = 0;
   private abortUpstream: ((reason?: Error) => void) | undefined;
   private resumeUpstream: (() => void) | undefined;
   /** The outcome has been reported (headers written, or a failure). */
@@ -127,6 +142,8 @@ class Exchange {
   constructor(
     private readonly request: IncomingMessage,
     private readonly response: ServerResponse,
+    private readonly hasBody: boolean,
+    private readonly deadlines: ExchangeDeadlines,
     private readonly ourHeaders: string[],
     private readonly rewriteLocation: (location: string) => string,
     private readonly settle: (result: ForwardResult) => void,
@@ -148,8 +165,22 @@ class Exchange {
   }
 
   onConnect(abort: (reason?: Error) => void): void {
-    if (this.clientGone) abort(new undiciErrors.RequestAbortedError());
-    else this.abortUpstream = abort;
+    if (this.clientGone) {
+      abort(new undiciErrors.RequestAbortedError());
+      return;
+    }
+    this.abortUpstream = abort;
+    if (!this.hasBody || this.request.complete) this.deadlines.awaitHeaders(this);
+    else this.request.once('end', () => this.bodySent());
+  }
+
+  private bodySent(): void {
+    if (!this.settled && !this.completed) this.deadlines.awaitHeaders(this);
+  }
+
+  /** A deadline passed: the upstream is cut off (onError follows, with this error). */
+  expire(): void {
+    this.abortUpstream?.(this.settled ? new undiciErrors.BodyTimeoutError() : new undiciErrors.HeadersTimeoutError());
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -175,24 +206,38 @@ class Exchange {
       throw error; // undici aborts the upstream request
     }
     this.settled = true;
+    this.deadlines.awaitBody(this);
     this.settle({ status: statusCode });
     return true;
   }
 
   onData(chunk: Buffer): boolean {
-    if (this.response.write(chunk)) return true;
-    // The client's socket is full: undici stops reading the upstream until it drains.
-    this.response.once('drain', () => this.resumeUpstream?.());
+    if (this.response.write(chunk)) {
+      this.deadlines.awaitBody(this);
+      return true;
+    }
+    // The client's socket is full: undici stops reading the upstream until it drains, and the
+    // upstream owes nothing meanwhile.
+    this.deadlines.release(this);
+    this.response.once('drain', () => this.drained());
     return false;
+  }
+
+  private drained(): void {
+    if (this.completed) return;
+    this.deadlines.awaitBody(this);
+    this.resumeUpstream?.();
   }
 
   onComplete(): void {
     this.completed = true;
+    this.deadlines.release(this);
     this.response.end();
   }
 
   onError(error: Error): void {
     this.completed = true;
+    this.deadlines.release(this);
     if (this.answeredByGateway) return;
     if (!this.settled) {
       this.settled = true;

@@ -1,0 +1,204 @@
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { Pool, type Dispatcher } from 'undici';
+import { Forwarder, type ForwardResult, type PoolFactory } from '../../src/gateway/forwarder.ts';
+
+// The forwarder on its own, between a node:http front and a node:http upstream: its deadlines (the
+// response headers owed, each pause in the body) are its own, not undici's timers per request.
+
+const BIG = Buffer.alloc(8 * 1024 * 1024, 'forwarder deadline test ');
+const BIG_SHA = createHash('sha256').update(BIG).digest('hex');
+
+const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding']);
+
+async function listen(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+function closeServer(server: http.Server): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+interface Upstream {
+  origin: string;
+  /** Request bodies as received, by path. */
+  bodies: Map<string, string>;
+  /** Resolves with the path of each request whose connection the forwarder closed before its answer was whole. */
+  cut: Promise<string>;
+}
+
+async function startUpstream(t: { teardown(fn: () => unknown): void }): Promise<Upstream> {
+  const bodies = new Map<string, string>();
+  let cutOne!: (path: string) => void;
+  const cut = new Promise<string>((resolve) => (cutOne = resolve));
+  const server = http.createServer((request, response) => {
+    const path = request.url ?? '';
+    let body = '';
+    request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    request.on('end', () => {
+      bodies.set(path, body);
+      response.on('close', () => {
+        if (!response.writableFinished) cutOne(path);
+      });
+      if (path === '/slow-headers') return; // never answers
+      if (path === '/pausing-body') {
+        response.writeHead(200, { 'content-type': 'text/plain', 'content-length': '1000' });
+        response.write('the first part'); // and nothing more
+        return;
+      }
+      if (path === '/big') {
+        response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(BIG.length) });
+        response.end(BIG);
+        return;
+      }
+      response.writeHead(200, { 'content-type': 'text/plain' });
+      response.end(`received ${body.length} bytes`);
+    });
+  });
+  const origin = await listen(server);
+  t.teardown(() => closeServer(server));
+  return { origin, bodies, cut };
+}
+
+/** A front server that forwards every request to `origin` and records each outcome. */
+async function startFront(
+  t: { teardown(fn: () => unknown): void },
+  origin: string,
+  timeouts: { responseTimeoutMs: number; bodyTimeoutMs: number },
+  createPool?: PoolFactory,
+): Promise<{ url: string; results: ForwardResult[] }> {
+  const forwarder = new Forwarder({ connectTimeoutMs: 1000, connectionsPerUpstream: 4, ...timeouts }, createPool);
+  const results: ForwardResult[] = [];
+  const server = http.createServer((request, response) => {
+    const headers = Object.entries(request.headers).flatMap(([name, value]) => (HOP_BY_HOP.has(name) ? [] : [name, value as string]));
+    forwarder.forward(
+      request,
+      response,
+      { origin, path: request.url ?? '/', headers, responseHeaders: [] },
+      (location) => location,
+      (result) => {
+        results.push(result);
+        if (result.failure) response.writeHead(result.failure.kind === 'timeout' ? 504 : 502).end();
+      },
+      () => response.writeHead(500).end(),
+    );
+  });
+  const url = await listen(server);
+  t.teardown(async () => {
+    await closeServer(server);
+    await forwarder.close();
+  });
+  return { url, results };
+}
+
+interface Received {
+  status: number;
+  complete: boolean;
+  length: number;
+  sha: string;
+  body: string;
+}
+
+/** GET (or a body sent in `pieces`, `gapMs` apart); the client stops reading for `pauseMs` after the first piece of the answer. */
+function call(url: string, path: string, options: { pauseMs?: number; pieces?: string[]; gapMs?: number } = {}): Promise<Received> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(`${url}${path}`, { method: options.pieces ? 'POST' : 'GET' }, (response) => {
+      const hash = createHash('sha256');
+      const chunks: Buffer[] = [];
+      let paused = false;
+      response.on('data', (chunk: Buffer) => {
+        hash.update(chunk);
+        chunks.push(chunk);
+        if (options.pauseMs && !paused) {
+          paused = true;
+          response.pause();
+          setTimeout(() => response.resume(), options.pauseMs);
+        }
+      });
+      const done = () => {
+        const body = Buffer.concat(chunks);
+        resolve({ status: response.statusCode ?? 0, complete: response.complete, length: body.length, sha: hash.digest('hex'), body: body.toString() });
+      };
+      response.on('end', done);
+      response.on('aborted', done);
+      response.on('error', () => undefined);
+    });
+    request.on('error', reject);
+    const pieces = [...(options.pieces ?? [])];
+    const next = () => {
+      const piece = pieces.shift();
+      if (piece === undefined) return void request.end();
+      request.write(piece);
+      setTimeout(next, options.gapMs ?? 0);
+    };
+    next();
+  });
+}
+
+t.test('undici is given no timer per exchange: the pool and every dispatch have their timeouts at 0', async (t) => {
+  const upstream = await startUpstream(t);
+  const asked: { pool: Pool.Options[]; dispatch: Dispatcher.DispatchOptions[] } = { pool: [], dispatch: [] };
+  class RecordingPool extends Pool {
+    override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+      asked.dispatch.push(options);
+      return super.dispatch(options, handler);
+    }
+  }
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 5000, bodyTimeoutMs: 5000 }, (origin, options) => {
+    asked.pool.push(options);
+    return new RecordingPool(origin, options);
+  });
+  const answer = await call(front.url, '/hello');
+  t.equal(answer.status, 200);
+  t.equal(answer.body, 'received 0 bytes');
+  t.equal(asked.pool.length, 1, 'one pool for the origin');
+  t.match(asked.pool[0], { headersTimeout: 0, bodyTimeout: 0 });
+  t.equal(asked.dispatch.length, 1);
+  t.match(asked.dispatch[0], { headersTimeout: 0, bodyTimeout: 0, path: '/hello', method: 'GET' });
+});
+
+t.test('an upstream that does not answer in time: a timeout, and its connection closed', async (t) => {
+  const upstream = await startUpstream(t);
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 200, bodyTimeoutMs: 60_000 });
+  const answer = await call(front.url, '/slow-headers');
+  t.equal(answer.status, 504);
+  t.equal(front.results.length, 1);
+  t.equal(front.results[0]!.failure?.kind, 'timeout');
+  t.equal(await upstream.cut, '/slow-headers', 'the upstream request was abandoned');
+});
+
+t.test('an upstream body that pauses longer than the body timeout: the client’s response is cut, not ended', async (t) => {
+  const upstream = await startUpstream(t);
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 60_000, bodyTimeoutMs: 200 });
+  const answer = await call(front.url, '/pausing-body');
+  t.equal(answer.status, 200, 'the headers had gone out');
+  t.equal(answer.body, 'the first part');
+  t.equal(answer.complete, false, 'the client cannot take it for a whole body');
+  t.same(front.results, [{ status: 200 }]);
+  t.equal(await upstream.cut, '/pausing-body');
+});
+
+t.test('a client that stops reading is no upstream pause: the body arrives whole', async (t) => {
+  const upstream = await startUpstream(t);
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 60_000, bodyTimeoutMs: 200 });
+  const answer = await call(front.url, '/big', { pauseMs: 700 });
+  t.equal(answer.status, 200);
+  t.equal(answer.length, BIG.length);
+  t.equal(answer.sha, BIG_SHA);
+  t.equal(answer.complete, true);
+});
+
+t.test('a slow upload is no slow upstream: the response is owed from when the body is all sent', async (t) => {
+  const upstream = await startUpstream(t);
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 200, bodyTimeoutMs: 60_000 });
+  const pieces = ['one,', 'two,', 'three,', 'four'];
+  const answer = await call(front.url, '/upload', { pieces, gapMs: 150 });
+  t.equal(answer.status, 200);
+  t.equal(answer.body, `received ${pieces.join('').length} bytes`);
+  t.equal(upstream.bodies.get('/upload'), pieces.join(''));
+  t.same(front.results, [{ status: 200 }]);
+});
