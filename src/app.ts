@@ -611,6 +611,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
           clearInterval(closeIdle);
         }
         await activeGateway.close();
+        await decisions?.flush(); // the last batch of decisions, before Redis goes
         metrics?.close();
         await sync.close();
         redis?.disconnect();

@@ -5,7 +5,7 @@ import t from 'tap';
 import { startTestApp } from '../helpers/app.ts';
 import { ECHO_RULES, gatewayWorld, type World } from '../helpers/gateway.ts';
 import { ROOT } from '../helpers/processes.ts';
-import { TEST_REDIS_URL, testRedis } from '../helpers/redis.ts';
+import { eventually, TEST_REDIS_URL, testRedis } from '../helpers/redis.ts';
 import { rawRequest } from '../helpers/upstream.ts';
 
 // GET /v3/gateway/decisions/{request_id}: how the gateway decided a proxied request, found by the
@@ -123,8 +123,7 @@ t.test('with Redis, any node answers for any request; bounded, with a TTL, never
   const { requestId } = await proxied(w, w.reader);
 
   const key = `${redis.prefix}decision:${requestId}`;
-  let stored: string | null = null;
-  for (let attempt = 0; attempt < 100 && stored === null; attempt++) stored = await redis.redis.get(key);
+  const stored = await eventually(() => redis.redis.get(key), (value) => value !== null);
   t.ok(stored, 'recorded in Redis');
   t.notOk(stored!.includes(w.reader), 'no token in Redis');
   const ttl = await redis.redis.ttl(key);
@@ -136,8 +135,7 @@ t.test('with Redis, any node answers for any request; bounded, with a TTL, never
 
   // Three more: the first is evicted from Redis (and from this node's ring).
   for (let index = 0; index < 3; index++) await proxied(w, w.reader);
-  let gone = false;
-  for (let attempt = 0; attempt < 100 && !gone; attempt++) gone = (await redis.redis.exists(key)) === 0;
+  const gone = (await eventually(() => redis.redis.exists(key), (count) => count === 0)) === 0;
   t.ok(gone, 'the oldest key was deleted');
   t.equal(await redis.redis.llen(`${redis.prefix}decision:index`), 3, 'the index holds the bound');
   t.equal((await other.call('GET', `/v3/gateway/decisions/${requestId}`)).statusCode, 404);

@@ -92,9 +92,16 @@ t.test('with Redis: a burst of decisions goes in batches, and Redis holds them a
   const redis = await testRedis(t);
   if (!redis) return t.plan(0, 'no Redis');
   let evals = 0;
+  const batches: unknown[] = [];
   const counted = new Proxy(redis.redis, {
     get(target, property, receiver) {
-      if (property === 'eval') evals += 1;
+      if (property === 'eval') {
+        evals += 1;
+        return (...args: unknown[]) => {
+          batches.push(args.at(-1));
+          return (target.eval as (...a: unknown[]) => Promise<unknown>)(...args);
+        };
+      }
       const value = Reflect.get(target, property, receiver) as unknown;
       return typeof value === 'function' ? value.bind(target) : value;
     },
@@ -122,5 +129,17 @@ t.test('with Redis: a burst of decisions goes in batches, and Redis holds them a
   let found = 0;
   for (let attempt = 0; attempt < 1000 && found === 0; attempt++) found = await redis.redis.exists(`${redis.prefix}decision:${late.requestId}`);
   t.equal(found, 1, 'sent without a full batch');
+  // The batch travels in a reused buffer: strings per batch were promoted under load, a new Buffer
+  // per batch was external-memory churn (both brought mark-compacts).
+  t.ok(batches.every((batch) => Buffer.isBuffer(batch)), 'each batch is one buffer');
+  const used = new Set(batches.map((batch) => (batch as Buffer).buffer));
+  const before = batches.length;
+  for (let index = 0; index < 3; index++) {
+    const request = proxied();
+    store.record(request, outcomeOf(request, 200, 1));
+    await store.flush();
+  }
+  t.equal(batches.length, before + 3);
+  t.ok(batches.slice(before).every((batch) => used.has((batch as Buffer).buffer)), 'later batches reuse the buffers of earlier ones');
   t.same(warnings, []);
 });
