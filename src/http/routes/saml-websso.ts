@@ -1,13 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { stateCookieNameOfForm, type SamlWebSso } from '../../federation/saml/sp/saml-websso.ts';
 import { AuthenticationError } from '../../support/errors.ts';
-import { auditAuthenticationFailure } from '../../token/authentication-audit.ts';
-import type { TokenContext } from '../../token/token-service.ts';
-import { auditInitiator } from '../audit.ts';
 import type { App, IdentityApi } from '../context.ts';
 import { MOUNT_PREFIX } from '../links.ts';
 import { params } from '../schemas.ts';
-import { parseCookies, ssoCallbackPage } from './websso.ts';
+import { completeWebSso, parseCookies } from './websso.ts';
 
 /** The assertion consumer service of a SAML protocol (HTTP-POST binding): the ACS URL to register at the identity provider. */
 const ACS_PATH = '/v3/auth/OS-FEDERATION/websso/:protocol_id/acs';
@@ -45,36 +42,15 @@ export function samlStateCookie(name: string, value: string, maxAgeSeconds: numb
  */
 export function registerSamlWebSsoRoutes(app: App, api: IdentityApi, saml: SamlWebSso | undefined): void {
   app.post(ACS_PATH, { config: { public: true, rawSamlBody: true }, schema: { params: ProtocolParams } }, async (request: FastifyRequest<{ Params: { protocol_id: string } }>, reply: FastifyReply) => {
-    const initiator = auditInitiator(api, request, reply);
     const acsUrl = samlAcsUrl(api, request, request.params.protocol_id);
-    let token: TokenContext;
-    let origin: string;
-    let cookieName: string;
-    try {
-      const attempt = await api.loginThrottle.begin(initiator.address, undefined);
-      if (!saml?.handles(request.params.protocol_id)) throw AuthenticationError.because({ reason: `SAML websso: protocol ${request.params.protocol_id} is not a SAML protocol (SAML_PROTOCOLS)`, code: 401 });
-      if (!Buffer.isBuffer(request.body)) throw saml.notAForm();
-      const completed = await saml.complete(request.params.protocol_id, { body: request.body, cookies: parseCookies(request.headers.cookie), acsUrl });
-      cookieName = completed.cookieName;
-      const { user, federation } = await api.federatedLogin.login(completed.identityProvider, completed.protocol, completed.assertion);
-      token = await api.tokens.issueFederated({ user, protocolId: completed.protocol.id, ...(federation ? { federation } : {}) });
-      origin = completed.origin;
-      await attempt.succeeded();
-    } catch (error) {
-      auditAuthenticationFailure(api.audit, initiator, error);
-      // The state is used (or was never good): the browser need not keep its cookie.
-      const name = stateCookieNameOfForm(request.body);
-      if (name) reply.header('set-cookie', samlStateCookie(name, '', 0, acsUrl));
-      throw error;
-    }
-    api.audit.authenticate('success', { ...initiator, userId: token.user.id, userName: token.user.name });
-    return reply
-      .code(200)
-      .header('content-type', 'text/html; charset=utf-8')
-      .header('cache-control', 'no-store')
-      .header('pragma', 'no-cache')
-      .header('referrer-policy', 'no-referrer')
-      .header('set-cookie', samlStateCookie(cookieName, '', 0, acsUrl))
-      .send(ssoCallbackPage(origin, token.id));
+    return completeWebSso(api, request, reply, {
+      complete: () => {
+        if (!saml?.handles(request.params.protocol_id)) throw AuthenticationError.because({ reason: `SAML websso: protocol ${request.params.protocol_id} is not a SAML protocol (SAML_PROTOCOLS)`, code: 401 });
+        if (!Buffer.isBuffer(request.body)) throw saml.notAForm();
+        return saml.complete(request.params.protocol_id, { body: request.body, cookies: parseCookies(request.headers.cookie), acsUrl });
+      },
+      stateCookieName: () => stateCookieNameOfForm(request.body),
+      clearedStateCookie: (name) => samlStateCookie(name, '', 0, acsUrl),
+    });
   });
 }

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { stateCookieNameOf, type OidcWebSso } from '../../federation/oidc/websso.ts';
+import { stateCookieNameOf, type OidcWebSso, type WebSsoCompletion } from '../../federation/oidc/websso.ts';
 import { auditAuthenticationFailure } from '../../token/authentication-audit.ts';
 import type { TokenContext } from '../../token/token-service.ts';
 import { auditInitiator } from '../audit.ts';
@@ -66,39 +66,62 @@ export function registerWebSsoRoutes(app: App, api: IdentityApi, websso: OidcWeb
 
   // No HEAD: a HEAD would spend the state and issue a token nobody receives.
   app.get(CALLBACK_PATH, { config: { public: true }, exposeHeadRoute: false, schema: { params: ProtocolParams, querystring: CallbackQuery } }, async (request: CallbackRequest, reply) => {
-    const initiator = auditInitiator(api, request, reply);
     const redirectUri = `${baseUrl(request)}/v3/auth/OS-FEDERATION/websso/${encodeURIComponent(request.params.protocol_id)}/redirect`;
-    let token: TokenContext;
-    let origin: string;
-    let cookieName: string | undefined;
-    try {
-      const attempt = await api.loginThrottle.begin(initiator.address, undefined);
-      const query: Record<string, string> = {};
-      // A repeated parameter is no answer a provider gives: it counts as absent (refused).
-      for (const [name, value] of Object.entries(request.query)) if (typeof value === 'string') query[name] = value;
-      const completed = await websso.complete(request.params.protocol_id, { query, cookies: parseCookies(request.headers.cookie) });
-      cookieName = completed.cookieName;
-      const { user, federation } = await api.federatedLogin.login(completed.identityProvider, completed.protocol, completed.assertion);
-      token = await api.tokens.issueFederated({ user, protocolId: completed.protocol.id, ...(federation ? { federation } : {}) });
-      origin = completed.origin;
-      await attempt.succeeded();
-    } catch (error) {
-      auditAuthenticationFailure(api.audit, initiator, error);
-      // The state is used (or was never good): the browser need not keep its cookie.
-      const name = typeof request.query.state === 'string' ? stateCookieNameOf(request.query.state) : undefined;
-      if (name) reply.header('set-cookie', stateCookie(name, '', 0, redirectUri));
-      throw error;
-    }
-    api.audit.authenticate('success', { ...initiator, userId: token.user.id, userName: token.user.name });
-    return reply
-      .code(200)
-      .header('content-type', 'text/html; charset=utf-8')
-      .header('cache-control', 'no-store')
-      .header('pragma', 'no-cache')
-      .header('referrer-policy', 'no-referrer')
-      .header('set-cookie', stateCookie(cookieName, '', 0, redirectUri))
-      .send(ssoCallbackPage(origin, token.id));
+    return completeWebSso(api, request, reply, {
+      complete: () => {
+        const query: Record<string, string> = {};
+        // A repeated parameter is no answer a provider gives: it counts as absent (refused).
+        for (const [name, value] of Object.entries(request.query)) if (typeof value === 'string') query[name] = value;
+        return websso.complete(request.params.protocol_id, { query, cookies: parseCookies(request.headers.cookie) });
+      },
+      stateCookieName: () => (typeof request.query.state === 'string' ? stateCookieNameOf(request.query.state) : undefined),
+      clearedStateCookie: (name) => stateCookie(name, '', 0, redirectUri),
+    });
   });
+}
+
+/** How one kind of websso reads the provider's answer and names its state cookie. */
+export interface WebSsoAnswer {
+  /** The provider's answer checked against the login state: whose login, and the dashboard to post to. */
+  complete(): Promise<WebSsoCompletion>;
+  /** The state cookie this request carried a reference to, if any (cleared when the login fails). */
+  stateCookieName(): string | undefined;
+  /** A Set-Cookie value that clears the state cookie `name`. */
+  clearedStateCookie(name: string): string;
+}
+
+/**
+ * The end every websso login shares (the OpenID Connect redirect, the SAML ACS): rate-limited per
+ * client address, the provider's answer completed, the federated user mapped and an unscoped token
+ * issued, audited either way, the state cookie cleared either way; the answer is Keystone's
+ * sso_callback page posting the token to the trusted dashboard.
+ */
+export async function completeWebSso(api: IdentityApi, request: FastifyRequest, reply: FastifyReply, answer: WebSsoAnswer): Promise<FastifyReply> {
+  const initiator = auditInitiator(api, request, reply);
+  let token: TokenContext;
+  let completed: WebSsoCompletion;
+  try {
+    const attempt = await api.loginThrottle.begin(initiator.address, undefined);
+    completed = await answer.complete();
+    const { user, federation } = await api.federatedLogin.login(completed.identityProvider, completed.protocol, completed.assertion);
+    token = await api.tokens.issueFederated({ user, protocolId: completed.protocol.id, ...(federation ? { federation } : {}) });
+    await attempt.succeeded();
+  } catch (error) {
+    auditAuthenticationFailure(api.audit, initiator, error);
+    // The state is used (or was never good): the browser need not keep its cookie.
+    const name = answer.stateCookieName();
+    if (name) reply.header('set-cookie', answer.clearedStateCookie(name));
+    throw error;
+  }
+  api.audit.authenticate('success', { ...initiator, userId: token.user.id, userName: token.user.name });
+  return reply
+    .code(200)
+    .header('content-type', 'text/html; charset=utf-8')
+    .header('cache-control', 'no-store')
+    .header('pragma', 'no-cache')
+    .header('referrer-policy', 'no-referrer')
+    .header('set-cookie', answer.clearedStateCookie(completed.cookieName))
+    .send(ssoCallbackPage(completed.origin, token.id));
 }
 
 /** Keystone's etc/sso_callback_template.html, its two values HTML-escaped. */
