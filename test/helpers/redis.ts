@@ -34,16 +34,3 @@ export async function testRedis(t: { teardown(fn: () => unknown): void }): Promi
   });
   return { redis, prefix };
 }
-
-/**
- * Reads until `done` holds (what other nodes see in Redis arrives asynchronously: gateway decisions
- * go in batches within ~10 ms), at most ~2 s; returns the last value read.
- */
-export async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  let value = await read();
-  for (let attempt = 0; attempt < 200 && !done(value); attempt++) {
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    value = await read();
-  }
-  return value;
-}
