@@ -87,8 +87,7 @@ export class Forwarder {
     const hasBody = request.headers['content-length'] !== undefined ? request.headers['content-length'] !== '0' : request.headers['transfer-encoding'] !== undefined;
     const exchange = new Exchange(request, response, hasBody, this.deadlines, target.responseHeaders, rewriteLocation, settled, failed);
     pool.dispatch(
-      // 0: no timer of undici's per exchange (ours are in this.deadlines).
-      { path: target.path, method: request.method as Dispatcher.HttpMethod, headers: target.headers as string[], body: hasBody ? request : null, headersTimeout: 0, bodyTimeout: 0 },
+      { path: target.path, method: request.method as Dispatcher.HttpMethod, headers: target.headers as string[], body: hasBody ? request : null },
       exchange as unknown as Dispatcher.DispatchHandler,
     );
   }
@@ -106,6 +105,8 @@ export class Forwarder {
         connections: this.options.connectionsPerUpstream,
         connect: { timeout: this.options.connectTimeoutMs },
         keepAliveTimeout: 30_000,
+        // 0: no timer of undici's per exchange (the deadlines are this.deadlines'); requests
+        // dispatched without their own timeouts take these.
         headersTimeout: 0,
         bodyTimeout: 0,
       });

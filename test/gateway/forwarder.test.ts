@@ -139,7 +139,7 @@ function call(url: string, path: string, options: { pauseMs?: number; pieces?: s
   });
 }
 
-t.test('undici is given no timer per exchange: the pool and every dispatch have their timeouts at 0', async (t) => {
+t.test('undici is given no timer per exchange: the pool’s timeouts are 0, and no dispatch sets its own', async (t) => {
   const upstream = await startUpstream(t);
   const asked: { pool: Pool.Options[]; dispatch: Dispatcher.DispatchOptions[] } = { pool: [], dispatch: [] };
   class RecordingPool extends Pool {
@@ -158,7 +158,9 @@ t.test('undici is given no timer per exchange: the pool and every dispatch have 
   t.equal(asked.pool.length, 1, 'one pool for the origin');
   t.match(asked.pool[0], { headersTimeout: 0, bodyTimeout: 0 });
   t.equal(asked.dispatch.length, 1);
-  t.match(asked.dispatch[0], { headersTimeout: 0, bodyTimeout: 0, path: '/hello', method: 'GET' });
+  t.match(asked.dispatch[0], { path: '/hello', method: 'GET' });
+  t.equal(asked.dispatch[0]!.headersTimeout, undefined, 'the pool’s 0 applies');
+  t.equal(asked.dispatch[0]!.bodyTimeout, undefined, 'the pool’s 0 applies');
 });
 
 t.test('an upstream that does not answer in time: a timeout, and its connection closed', async (t) => {
