@@ -1,23 +1,23 @@
 /**
- * The baseline a lean proxy achieves: node:http in front of an undici Pool, no authentication, no
- * policy, no logging. It forwards the way src/gateway/forwarder.ts does (same pool size, undici's
- * dispatch() with a handler writing straight into the response, parser paused while the client's
- * socket is full, hop-by-hop headers dropped), so the gateway's extra cost per request is what the
- * gateway itself adds. Usage (spawned by processes.ts): bare-proxy.ts <upstream origin>.
+ * The baseline a lean proxy achieves: node:http in front of the gateway's own upstream client
+ * (src/gateway/upstream-pool.ts), no authentication, no policy, no logging. It forwards the way
+ * src/gateway/forwarder.ts does (same pool size, a handler writing straight into the response, the
+ * upstream paused while the client's socket is full, hop-by-hop headers dropped), so the gateway's
+ * extra cost per request is what the gateway itself adds. Usage (spawned by processes.ts):
+ * bare-proxy.ts <upstream origin>.
  */
 import http from 'node:http';
-import { Pool, type Dispatcher } from 'undici';
+import { ResponseParsers, UpstreamPool, type UpstreamHandler } from '../src/gateway/upstream-pool.ts';
 
 const origin = process.argv[2];
 if (!origin) throw new Error('usage: bare-proxy.ts http://host:port');
 
 // 128 = the gateway's UPSTREAM_CONNECTIONS default.
-const pool = new Pool(origin, { connections: 128, keepAliveTimeout: 30_000 });
-const upstreamHost = new URL(origin).host;
+const pool = new UpstreamPool(origin, { connections: 128, connectTimeoutMs: 5_000, keepAliveTimeoutMs: 30_000 }, new ResponseParsers());
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'upgrade', 'trailer', 'te', 'host']);
 
-/** One exchange's undici handler (a class: tsx names every arrow stored under a key, per call). */
-class Exchange {
+/** One exchange's upstream handler (a class: tsx names every arrow stored under a key, per call). */
+class Exchange implements UpstreamHandler {
   private abort: ((reason?: Error) => void) | undefined;
   private resume: (() => void) | undefined;
   private completed = false;
@@ -33,13 +33,12 @@ class Exchange {
     this.abort = abort;
   }
 
-  onHeaders(status: number, raw: Buffer[], resume: () => void): boolean {
-    if (status < 200) return true;
+  onHeaders(status: number, raw: string[], resume: () => void): boolean {
     this.resume = resume;
     const headers: string[] = [];
     for (let index = 0; index < raw.length; index += 2) {
-      const name = raw[index]!.toString('latin1').toLowerCase();
-      if (!HOP_BY_HOP.has(name)) headers.push(name, raw[index + 1]!.toString('latin1'));
+      const name = raw[index]!.toLowerCase();
+      if (!HOP_BY_HOP.has(name)) headers.push(name, raw[index + 1]!);
     }
     this.started = true;
     this.response.writeHead(status, headers);
@@ -66,17 +65,13 @@ class Exchange {
 
 function proxy(request: http.IncomingMessage, response: http.ServerResponse): void {
   const hasBody = request.headers['content-length'] !== undefined ? request.headers['content-length'] !== '0' : request.headers['transfer-encoding'] !== undefined;
-  const headers: (string | string[])[] = [];
-  const incoming = request.headers;
-  for (const name of Object.keys(incoming)) {
-    const value = incoming[name];
-    if (value !== undefined && !HOP_BY_HOP.has(name)) headers.push(name, value);
+  const headers: string[] = [];
+  const raw = request.rawHeaders;
+  for (let index = 0; index < raw.length; index += 2) {
+    const name = raw[index]!.toLowerCase();
+    if (!HOP_BY_HOP.has(name)) headers.push(name, raw[index + 1]!);
   }
-  headers.push('host', upstreamHost);
-  pool.dispatch(
-    { path: request.url ?? '/', method: (request.method ?? 'GET') as Dispatcher.HttpMethod, headers: headers as string[], body: hasBody ? request : null },
-    new Exchange(response) as unknown as Dispatcher.DispatchHandler,
-  );
+  pool.dispatch({ path: request.url ?? '/', method: request.method ?? 'GET', headers, body: hasBody ? request : null }, new Exchange(response));
 }
 
 const server = http.createServer(proxy);

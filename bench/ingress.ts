@@ -3,7 +3,7 @@
  *
  * The same upstream (nginx answering a fixed JSON body, so the upstream costs next to nothing) sits
  * behind three proxies: nginx (one worker, keep-alive to the upstream), the bare Node proxy
- * (bench/bare-proxy.ts: node:http + undici, no auth) and the gateway (token validation, policy,
+ * (bench/bare-proxy.ts: node:http + the gateway's upstream client, no auth) and the gateway (token validation, policy,
  * identity headers). Each is loaded by wrk, an external C load generator (it shares the cores, not
  * an event loop, with what it measures), for `rounds` rounds in turn; the CPU per request is each
  * server's /proc time over the requests wrk completed. Then an open-loop paced run (latency counted

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
+import { ResponseParsers, UpstreamError, UpstreamPool, type UpstreamHandler, type UpstreamPoolOptions, type UpstreamRequest } from './upstream-pool.ts';
 import { UnavailableError } from '../support/errors.ts';
 import { ExchangeDeadlines, type DeadlineEntry, type DeadlineList } from './exchange-deadlines.ts';
 
@@ -25,8 +25,8 @@ export interface ForwardResult {
 }
 
 /**
- * Request headers as a flat [name, value, name, value, …] list of lower-case names (what undici
- * takes without building an object, and what writeHead takes without merging duplicates).
+ * Request headers as a flat [name, value, name, value, …] list of lower-case names (written as they
+ * are, and what writeHead takes without merging duplicates).
  */
 export type HeaderList = (string | string[])[];
 
@@ -42,28 +42,32 @@ export interface ForwardTarget {
   responseHeaders: string[];
 }
 
+/** What the forwarder needs of one upstream origin's connections. */
+export interface UpstreamDispatcher {
+  dispatch(request: UpstreamRequest, handler: UpstreamHandler): void;
+  close(): Promise<void>;
+}
+
 /** Makes the keep-alive pool of one upstream origin (a parameter so tests can see what it is asked). */
-export type PoolFactory = (origin: string, options: Pool.Options) => Dispatcher;
+export type PoolFactory = (origin: string, options: UpstreamPoolOptions, parsers: ResponseParsers) => UpstreamDispatcher;
 
 const RESPONSE_HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'upgrade', 'trailer', 'te']);
 
 /**
- * Streams a request to an upstream and its response back, over keep-alive undici pools (one per
- * upstream origin). Bodies are never parsed or buffered; a client's Content-Length is kept.
- *
- * It uses undici's dispatch() with its own handler rather than request(): request() wraps every
- * exchange in an AsyncResource, a promise, a parsed header object and a Readable body piped into the
- * response — measured at about a fifth of a proxied request's CPU. Here upstream chunks go straight
- * into response.write(), with undici's parser paused while the client's socket is full. undici
- * is given no per-request timeouts: the response and body deadlines are ours (exchange-deadlines.ts).
+ * Streams a request to an upstream and its response back, over keep-alive pools (one per upstream
+ * origin, upstream-pool.ts). Bodies are never parsed or buffered; a client's Content-Length is kept.
+ * Upstream chunks go straight into response.write(), with the upstream's socket paused while the
+ * client's is full. The response and body deadlines are ours (exchange-deadlines.ts): no timer per
+ * exchange.
  */
 export class Forwarder {
-  private readonly pools = new Map<string, Dispatcher>();
+  private readonly pools = new Map<string, UpstreamDispatcher>();
   private readonly deadlines: ExchangeDeadlines;
+  private readonly parsers = new ResponseParsers();
 
   constructor(
     private readonly options: ForwarderOptions,
-    private readonly createPool: PoolFactory = (origin, poolOptions) => new Pool(origin, poolOptions),
+    private readonly createPool: PoolFactory = (origin, poolOptions, parsers) => new UpstreamPool(origin, poolOptions, parsers),
   ) {
     this.deadlines = new ExchangeDeadlines(options);
   }
@@ -71,7 +75,7 @@ export class Forwarder {
   /**
    * Calls `settled` once: with the upstream's status when its headers have been written to the
    * client, or with the upstream's failure before that. Calls `failed` instead for a failure of
-   * ours, which says nothing about the upstream: undici refusing the request we built (500), our
+   * ours, which says nothing about the upstream: a request we built that cannot be sent (500), our
    * pool closed by a shutdown (503), or Node refusing the upstream's headers (the response is then
    * already destroyed). Callbacks rather than a promise: this is the per-request path.
    */
@@ -86,10 +90,7 @@ export class Forwarder {
     const pool = this.pool(target.origin);
     const hasBody = request.headers['content-length'] !== undefined ? request.headers['content-length'] !== '0' : request.headers['transfer-encoding'] !== undefined;
     const exchange = new Exchange(request, response, hasBody, this.deadlines, target.responseHeaders, rewriteLocation, settled, failed);
-    pool.dispatch(
-      { path: target.path, method: request.method as Dispatcher.HttpMethod, headers: target.headers as string[], body: hasBody ? request : null },
-      exchange as unknown as Dispatcher.DispatchHandler,
-    );
+    pool.dispatch({ path: target.path, method: request.method ?? 'GET', headers: target.headers, body: hasBody ? request : null }, exchange);
   }
 
   async close(): Promise<void> {
@@ -98,18 +99,14 @@ export class Forwarder {
     this.pools.clear();
   }
 
-  private pool(origin: string): Dispatcher {
+  private pool(origin: string): UpstreamDispatcher {
     let pool = this.pools.get(origin);
     if (!pool) {
-      pool = this.createPool(origin, {
-        connections: this.options.connectionsPerUpstream,
-        connect: { timeout: this.options.connectTimeoutMs },
-        keepAliveTimeout: 30_000,
-        // 0: no timer of undici's per exchange (the deadlines are this.deadlines'); requests
-        // dispatched without their own timeouts take these.
-        headersTimeout: 0,
-        bodyTimeout: 0,
-      });
+      pool = this.createPool(
+        origin,
+        { connections: this.options.connectionsPerUpstream, connectTimeoutMs: this.options.connectTimeoutMs, keepAliveTimeoutMs: 30_000 },
+        this.parsers,
+      );
       this.pools.set(origin, pool);
     }
     return pool;
@@ -117,14 +114,13 @@ export class Forwarder {
 }
 
 /**
- * One request's undici handler (the callback interface undici's core calls: onConnect, onHeaders,
- * onData, onComplete, onError). It reports once: with the upstream's status when its headers have
+ * One request's upstream handler (onConnect, onHeaders, onData, onComplete, onError). It reports once: with the upstream's status when its headers have
  * been written to the client, or with the failure before that. Its deadlines: the response headers
  * are owed from when the request is on its way whole (for a request with a body, once the client
- * has sent all of it, as undici counts: a slow upload is not a slow upstream); then each piece of
+ * has sent all of it: a slow upload is not a slow upstream); then each piece of
  * the body, except while the client's socket is full.
  */
-class Exchange implements DeadlineEntry {
+class Exchange implements DeadlineEntry, UpstreamHandler {
   deadlineList: DeadlineList | undefined = undefined;
   deadlinePrevious: DeadlineEntry | undefined = undefined;
   deadlineNext: DeadlineEntry | undefined = undefined;
@@ -162,12 +158,12 @@ class Exchange implements DeadlineEntry {
   private onClientClose(): void {
     if (this.completed) return;
     this.clientGone = true;
-    this.abortUpstream?.(new undiciErrors.RequestAbortedError());
+    this.abortUpstream?.(new UpstreamError('aborted', 'The client went away'));
   }
 
   onConnect(abort: (reason?: Error) => void): void {
     if (this.clientGone) {
-      abort(new undiciErrors.RequestAbortedError());
+      abort(new UpstreamError('aborted', 'The client went away'));
       return;
     }
     this.abortUpstream = abort;
@@ -181,17 +177,18 @@ class Exchange implements DeadlineEntry {
 
   /** A deadline passed: the upstream is cut off (onError follows, with this error). */
   expire(): void {
-    this.abortUpstream?.(this.settled ? new undiciErrors.BodyTimeoutError() : new undiciErrors.HeadersTimeoutError());
+    this.abortUpstream?.(
+      this.settled ? new UpstreamError('body-timeout', 'The upstream paused its body too long') : new UpstreamError('response-timeout', 'The upstream did not answer in time'),
+    );
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    if (statusCode < 200) return true; // 1xx: informational, not passed on (as before)
+  onHeaders(statusCode: number, upstreamHeaders: string[], resume: () => void): boolean {
     this.resumeUpstream = resume;
     const headers: string[] = this.ourHeaders;
-    for (let index = 0; index < rawHeaders.length; index += 2) {
-      const name = rawHeaders[index]!.toString('latin1').toLowerCase();
+    for (let index = 0; index < upstreamHeaders.length; index += 2) {
+      const name = upstreamHeaders[index]!.toLowerCase();
       if (RESPONSE_HOP_BY_HOP.has(name)) continue;
-      const value = rawHeaders[index + 1]!.toString('latin1');
+      const value = upstreamHeaders[index + 1]!;
       headers.push(name, name === 'location' ? this.rewriteLocation(value) : value);
     }
     try {
@@ -204,7 +201,7 @@ class Exchange implements DeadlineEntry {
       this.answeredByGateway = true;
       this.response.destroy();
       this.fail(error);
-      throw error; // undici aborts the upstream request
+      throw error; // the upstream pool cuts the exchange off
     }
     this.settled = true;
     this.deadlines.awaitBody(this);
@@ -217,7 +214,7 @@ class Exchange implements DeadlineEntry {
       this.deadlines.awaitBody(this);
       return true;
     }
-    // The client's socket is full: undici stops reading the upstream until it drains, and the
+    // The client's socket is full: the upstream is not read until it drains, and the
     // upstream owes nothing meanwhile.
     this.deadlines.release(this);
     this.response.once('drain', () => this.drained());
@@ -253,22 +250,21 @@ class Exchange implements DeadlineEntry {
 
   private classify(error: Error): ForwardFailure {
     const detail = error.message;
-    if (error instanceof undiciErrors.ConnectTimeoutError || error instanceof undiciErrors.HeadersTimeoutError) return { kind: 'timeout', detail };
+    if (error instanceof UpstreamError && (error.code === 'connect-timeout' || error.code === 'response-timeout')) return { kind: 'timeout', detail };
     if (this.clientGone || (this.request.destroyed && !this.request.complete)) return { kind: 'aborted', detail };
     return { kind: 'connect', detail };
   }
 }
 
 /**
- * Errors undici raises about the request we built or about our own pool, before anything reached the
+ * Errors about the request we built or about our own pool, before anything reached the
  * upstream: not the upstream's failure, so they must not count against its circuit. Undefined for
  * any other error.
  */
 function ownFailure(error: Error): Error | undefined {
   // Closed or destroyed pool: this process is shutting down.
-  if (error instanceof undiciErrors.ClientClosedError || error instanceof undiciErrors.ClientDestroyedError) {
-    return new UnavailableError('The gateway is shutting down; retry the request.');
-  }
-  if (error instanceof undiciErrors.InvalidArgumentError) return error;
+  if (!(error instanceof UpstreamError)) return undefined;
+  if (error.code === 'closed') return new UnavailableError('The gateway is shutting down; retry the request.');
+  if (error.code === 'invalid-request') return error;
   return undefined;
 }

@@ -2,11 +2,11 @@ import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import { Pool, type Dispatcher } from 'undici';
 import { Forwarder, type ForwardResult, type PoolFactory } from '../../src/gateway/forwarder.ts';
+import { UpstreamPool, type UpstreamHandler, type UpstreamPoolOptions, type UpstreamRequest } from '../../src/gateway/upstream-pool.ts';
 
 // The forwarder on its own, between a node:http front and a node:http upstream: its deadlines (the
-// response headers owed, each pause in the body) are its own, not undici's timers per request.
+// response headers owed, each pause in the body) are its own, not timers per request.
 
 const BIG = Buffer.alloc(8 * 1024 * 1024, 'forwarder deadline test ');
 const BIG_SHA = createHash('sha256').update(BIG).digest('hex');
@@ -139,28 +139,24 @@ function call(url: string, path: string, options: { pauseMs?: number; pieces?: s
   });
 }
 
-t.test('undici is given no timer per exchange: the pool’s timeouts are 0, and no dispatch sets its own', async (t) => {
+t.test('one pool per origin, asked for no timer per exchange: the deadlines are the forwarder’s', async (t) => {
   const upstream = await startUpstream(t);
-  const asked: { pool: Pool.Options[]; dispatch: Dispatcher.DispatchOptions[] } = { pool: [], dispatch: [] };
-  class RecordingPool extends Pool {
-    override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-      asked.dispatch.push(options);
-      return super.dispatch(options, handler);
+  const asked: { pool: UpstreamPoolOptions[]; dispatch: UpstreamRequest[] } = { pool: [], dispatch: [] };
+  class RecordingPool extends UpstreamPool {
+    override dispatch(request: UpstreamRequest, handler: UpstreamHandler): void {
+      asked.dispatch.push(request);
+      super.dispatch(request, handler);
     }
   }
-  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 5000, bodyTimeoutMs: 5000 }, (origin, options) => {
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 5000, bodyTimeoutMs: 5000 }, (origin, options, parsers) => {
     asked.pool.push(options);
-    return new RecordingPool(origin, options);
+    return new RecordingPool(origin, options, parsers);
   });
-  const answer = await call(front.url, '/hello');
-  t.equal(answer.status, 200);
-  t.equal(answer.body, 'received 0 bytes');
+  t.equal((await call(front.url, '/hello')).body, 'received 0 bytes');
+  t.equal((await call(front.url, '/again')).body, 'received 0 bytes');
   t.equal(asked.pool.length, 1, 'one pool for the origin');
-  t.match(asked.pool[0], { headersTimeout: 0, bodyTimeout: 0 });
-  t.equal(asked.dispatch.length, 1);
-  t.match(asked.dispatch[0], { path: '/hello', method: 'GET' });
-  t.equal(asked.dispatch[0]!.headersTimeout, undefined, 'the pool’s 0 applies');
-  t.equal(asked.dispatch[0]!.bodyTimeout, undefined, 'the pool’s 0 applies');
+  t.same(asked.pool[0], { connections: 4, connectTimeoutMs: 1000, keepAliveTimeoutMs: 30_000 });
+  t.match(asked.dispatch, [{ path: '/hello', method: 'GET', body: null }, { path: '/again', method: 'GET', body: null }]);
 });
 
 t.test('an upstream that does not answer in time: a timeout, and its connection closed', async (t) => {

@@ -1,0 +1,338 @@
+import http from 'node:http';
+import net from 'node:net';
+import { PassThrough } from 'node:stream';
+import t from 'tap';
+import { ResponseParsers, UpstreamError, UpstreamPool, type UpstreamPoolOptions, type UpstreamRequest } from '../../src/gateway/upstream-pool.ts';
+
+// The gateway's upstream client against upstreams that write exactly the bytes a test chooses: the
+// framing of every kind of response, connection reuse, and that no byte of one exchange can be read
+// as the answer of another.
+
+interface RawUpstream {
+  origin: string;
+  /** Connections accepted so far. */
+  connections: number;
+  /** Each request head as received (one string per request). */
+  heads: string[];
+  /** Everything received, per connection. */
+  received: string[];
+}
+
+/**
+ * A TCP server; `answer` is called with each complete request head (and the bytes after it) and
+ * writes whatever it likes to the socket.
+ */
+async function rawUpstream(
+  t: { teardown(fn: () => unknown): void },
+  answer: (socket: net.Socket, head: string, index: number, connection: number) => void,
+): Promise<RawUpstream> {
+  const state: RawUpstream = { origin: '', connections: 0, heads: [], received: [] };
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    const connection = state.connections++;
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    state.received[connection] = '';
+    let buffered = '';
+    socket.on('data', (chunk: Buffer) => {
+      state.received[connection] += chunk.toString('latin1');
+      buffered += chunk.toString('latin1');
+      for (let end = buffered.indexOf('\r\n\r\n'); end >= 0; end = buffered.indexOf('\r\n\r\n')) {
+        const head = buffered.slice(0, end);
+        buffered = buffered.slice(end + 4);
+        state.heads.push(head);
+        answer(socket, head, state.heads.length - 1, connection);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.origin = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return state;
+}
+
+interface Outcome {
+  status?: number;
+  headers?: string[];
+  body: string;
+  complete: boolean;
+  error?: UpstreamError | Error;
+}
+
+function exchange(pool: UpstreamPool, request: Partial<UpstreamRequest> = {}, options: { pauseFirstChunkMs?: number } = {}): Promise<Outcome> {
+  return new Promise((resolve) => {
+    const outcome: Outcome = { body: '', complete: false };
+    let paused = false;
+    let resume: () => void = () => undefined;
+    pool.dispatch(
+      { method: 'GET', path: '/', headers: [], body: null, ...request },
+      {
+        onConnect: () => undefined,
+        onHeaders: (status, headers, resumeUpstream) => {
+          outcome.status = status;
+          outcome.headers = headers;
+          resume = resumeUpstream;
+          return true;
+        },
+        onData: (chunk) => {
+          outcome.body += chunk.toString('latin1');
+          if (options.pauseFirstChunkMs && !paused) {
+            paused = true;
+            setTimeout(resume, options.pauseFirstChunkMs);
+            return false;
+          }
+          return true;
+        },
+        onComplete: () => {
+          outcome.complete = true;
+          resolve(outcome);
+        },
+        onError: (error) => {
+          outcome.error = error;
+          resolve(outcome);
+        },
+      },
+    );
+  });
+}
+
+function newPool(t: { teardown(fn: () => unknown): void }, origin: string, options: Partial<UpstreamPoolOptions> = {}): UpstreamPool {
+  const pool = new UpstreamPool(origin, { connections: 4, connectTimeoutMs: 1000, keepAliveTimeoutMs: 30_000, ...options }, new ResponseParsers());
+  t.teardown(() => pool.close());
+  return pool;
+}
+
+const OK = (body: string, extra = ''): string => `HTTP/1.1 200 OK\r\ncontent-length: ${Buffer.byteLength(body, 'latin1')}\r\n${extra}\r\n${body}`;
+
+t.test('a response written a byte at a time: headers and chunked body read whole, the connection reused', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => {
+    const bytes = Buffer.from('HTTP/1.1 201 Created\r\nX-Long-Header-Name: a value, split\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n', 'latin1');
+    let index = 0;
+    const next = (): void => {
+      if (index < bytes.length) socket.write(bytes.subarray(index, ++index), () => setImmediate(next));
+    };
+    socket.setNoDelay(true);
+    next();
+  });
+  const pool = newPool(t, upstream.origin);
+  const first = await exchange(pool, { path: '/one' });
+  t.same(first, { status: 201, headers: ['X-Long-Header-Name', 'a value, split', 'Transfer-Encoding', 'chunked'], body: 'hello, world', complete: true });
+  const second = await exchange(pool, { path: '/two' });
+  t.equal(second.body, 'hello, world');
+  t.equal(upstream.connections, 1, 'one keep-alive connection for both');
+  t.match(upstream.heads, [/^GET \/one HTTP\/1\.1\r\nhost: 127\.0\.0\.1:\d+$/, /^GET \/two HTTP\/1\.1\r\n/]);
+});
+
+t.test('a response that ends with the connection: read whole, and the connection not reused', async (t) => {
+  const upstream = await rawUpstream(t, (socket, head) => {
+    socket.end(`HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil the end ${head.split(' ')[1]}`);
+  });
+  const pool = newPool(t, upstream.origin);
+  t.same(await exchange(pool, { path: '/a' }), { status: 200, headers: ['connection', 'close'], body: 'until the end /a', complete: true });
+  t.equal((await exchange(pool, { path: '/b' })).body, 'until the end /b');
+  t.equal(upstream.connections, 2);
+});
+
+t.test('HEAD, 204 and 304 carry no body whatever their headers say; 1xx are read past', async (t) => {
+  const upstream = await rawUpstream(t, (socket, head) => {
+    const path = head.split(' ')[1];
+    if (path === '/head') socket.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n');
+    else if (path === '/no-content') socket.write('HTTP/1.1 204 No Content\r\n\r\n');
+    else if (path === '/not-modified') socket.write('HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\n\r\n');
+    else if (path === '/hints') socket.write('HTTP/1.1 103 Early Hints\r\nlink: </a>; rel=preload\r\n\r\n' + OK('after hints'));
+    else socket.write(OK('plain'));
+  });
+  const pool = newPool(t, upstream.origin, { connections: 1 });
+  t.same(await exchange(pool, { method: 'HEAD', path: '/head' }), { status: 200, headers: ['content-length', '5'], body: '', complete: true });
+  t.same(await exchange(pool, { path: '/no-content' }), { status: 204, headers: [], body: '', complete: true });
+  t.same(await exchange(pool, { path: '/not-modified' }), { status: 304, headers: ['content-length', '5'], body: '', complete: true });
+  t.same(await exchange(pool, { path: '/hints' }), { status: 200, headers: ['content-length', '11'], body: 'after hints', complete: true });
+  t.equal((await exchange(pool, { path: '/plain' })).body, 'plain', 'the connection was in step after each');
+});
+
+t.test('bytes an upstream sends beyond its answer are never read as the next request’s answer', async (t) => {
+  const upstream = await rawUpstream(t, (socket, head) => {
+    const path = head.split(' ')[1]!;
+    // Two answers to one request, in one write or in two.
+    if (path === '/twice') socket.write(OK('for /twice') + OK('LEAKED'));
+    else if (path === '/twice-later') {
+      socket.write(OK('for /twice-later'));
+      setTimeout(() => socket.write(OK('LEAKED LATER')), 20);
+    } else socket.write(OK(`for ${path}`));
+  });
+  const pool = newPool(t, upstream.origin, { connections: 1 });
+  t.equal((await exchange(pool, { path: '/twice' })).body, 'for /twice');
+  t.equal((await exchange(pool, { path: '/next' })).body, 'for /next');
+  const later = await exchange(pool, { path: '/twice-later' });
+  t.equal(later.body, 'for /twice-later');
+  await new Promise((resolve) => setTimeout(resolve, 60)); // the stray answer arrives while idle
+  t.equal((await exchange(pool, { path: '/after' })).body, 'for /after');
+  t.equal(upstream.connections, 3, 'each connection that said too much was closed');
+});
+
+t.test('a malformed response or an oversized head: a protocol error, the connection closed', async (t) => {
+  const upstream = await rawUpstream(t, (socket, head) => {
+    const path = head.split(' ')[1];
+    if (path === '/garbage') socket.write('HTTP/1.1 2x0 What\r\n\r\n');
+    else if (path === '/smuggle') socket.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n');
+    else if (path === '/huge') socket.write(`HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(20_000)}\r\ncontent-length: 0\r\n\r\n`);
+    else socket.write(OK('fine'));
+  });
+  const pool = newPool(t, upstream.origin, { connections: 1 });
+  for (const path of ['/garbage', '/smuggle', '/huge']) {
+    const outcome = await exchange(pool, { path });
+    t.equal((outcome.error as UpstreamError | undefined)?.code, 'protocol', path);
+    t.equal(outcome.complete, false);
+  }
+  t.equal((await exchange(pool, { path: '/fine' })).body, 'fine');
+  t.equal(upstream.connections, 4);
+});
+
+t.test('Keep-Alive: timeout=1 leaves no time to reuse; an idle connection past its time is closed', async (t) => {
+  const upstream = await rawUpstream(t, (socket, head) => {
+    socket.write(OK('ok', head.includes('/short') ? 'keep-alive: timeout=1\r\n' : 'keep-alive: timeout=5\r\n'));
+  });
+  let now = 0;
+  const pool = newPool(t, upstream.origin, { now: () => now });
+  await exchange(pool, { path: '/short' });
+  await exchange(pool, { path: '/short' });
+  t.equal(upstream.connections, 2, 'not reused');
+  await exchange(pool, { path: '/five' });
+  t.equal(pool.connections, 1, 'kept');
+  now += 3_999;
+  pool.sweepIdle();
+  t.equal(pool.connections, 1, 'within the upstream’s 5 s less a second of margin');
+  now += 1;
+  pool.sweepIdle();
+  for (let turn = 0; turn < 100 && pool.connections > 0; turn++) await new Promise((resolve) => setTimeout(resolve, 5));
+  t.equal(pool.connections, 0, 'closed at 4 s');
+});
+
+t.test('a reused connection the upstream closed meanwhile: a GET goes again, a POST fails', async (t) => {
+  let answered = 0;
+  const upstream = await rawUpstream(t, (socket, _head, _index, connection) => {
+    // The first connection answers once, then drops whatever comes next unanswered.
+    if (connection === 0 && answered++ > 0) return void socket.destroy();
+    socket.write(OK('answered'));
+  });
+  const pool = newPool(t, upstream.origin, { connections: 1 });
+  t.equal((await exchange(pool)).body, 'answered');
+  t.same(await exchange(pool, { path: '/again' }), { status: 200, headers: ['content-length', '8'], body: 'answered', complete: true });
+  t.equal(upstream.connections, 2);
+
+  answered = 0;
+  const upstream2 = await rawUpstream(t, (socket, _head, _index, connection) => {
+    if (connection === 0 && answered++ > 0) return void socket.destroy();
+    socket.write(OK('answered'));
+  });
+  const pool2 = newPool(t, upstream2.origin, { connections: 1 });
+  await exchange(pool2);
+  const body = new PassThrough();
+  body.end('data');
+  const post = await exchange(pool2, { method: 'POST', headers: ['content-length', '4'], body: body as unknown as http.IncomingMessage });
+  t.equal((post.error as UpstreamError | undefined)?.code, 'connect', 'not repeated: the upstream may have acted on it');
+  t.equal(upstream2.connections, 1);
+});
+
+t.test('a body without a length goes chunked; one with a length as it is', async (t) => {
+  const seen: { headers: http.IncomingHttpHeaders; body: string }[] = [];
+  const server = http.createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    request.on('end', () => {
+      seen.push({ headers: request.headers, body });
+      response.end('thanks');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const pool = newPool(t, `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, { connections: 1 });
+
+  const chunkedBody = new PassThrough();
+  const pending = exchange(pool, { method: 'PUT', path: '/chunked', headers: ['transfer-encoding', 'gzip'], body: chunkedBody as unknown as http.IncomingMessage });
+  chunkedBody.write('one,');
+  setTimeout(() => chunkedBody.end('two'), 20);
+  t.equal((await pending).body, 'thanks');
+  t.equal(seen[0]!.body, 'one,two');
+  t.equal(seen[0]!.headers['transfer-encoding'], 'chunked', 'the client’s transfer-encoding is not passed on: the framing is ours');
+
+  const fixed = new PassThrough();
+  fixed.end('123456789');
+  t.equal((await exchange(pool, { method: 'POST', path: '/sized', headers: ['content-length', '9'], body: fixed as unknown as http.IncomingMessage })).body, 'thanks');
+  t.equal(seen[1]!.body, '123456789');
+  t.equal(seen[1]!.headers['content-length'], '9');
+  t.equal(seen[1]!.headers['transfer-encoding'], undefined);
+});
+
+t.test('an answer before the whole body: passed on, and the half-sent connection not reused', async (t) => {
+  const upstream = await rawUpstream(t, (socket, head) => {
+    if (head.includes('/early')) socket.write(OK('too large', 'connection: keep-alive\r\n').replace('200 OK', '413 Payload Too Large'));
+    else socket.write(OK('next'));
+  });
+  const pool = newPool(t, upstream.origin, { connections: 1 });
+  const body = new PassThrough();
+  body.write('the start of a long body');
+  const early = await exchange(pool, { method: 'POST', path: '/early', headers: ['content-length', '100000'], body: body as unknown as http.IncomingMessage });
+  t.equal(early.status, 413);
+  t.equal(early.body, 'too large');
+  t.equal((await exchange(pool, { path: '/next' })).body, 'next');
+  t.equal(upstream.connections, 2);
+});
+
+t.test('a paused exchange resumes where it stopped, the end of the message included', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => socket.write(OK('x'.repeat(100_000))));
+  const pool = newPool(t, upstream.origin, { connections: 1 });
+  const outcome = await exchange(pool, {}, { pauseFirstChunkMs: 30 });
+  t.equal(outcome.complete, true);
+  t.equal(outcome.body.length, 100_000);
+  t.equal((await exchange(pool)).body.length, 100_000, 'and the connection is in step for the next');
+  t.equal(upstream.connections, 1);
+});
+
+t.test('more requests than connections wait their turn', async (t) => {
+  const upstream = await rawUpstream(t, (socket, head) => setTimeout(() => socket.write(OK(head.split(' ')[1]!)), 10));
+  const pool = newPool(t, upstream.origin, { connections: 2 });
+  const outcomes = await Promise.all(['/1', '/2', '/3', '/4', '/5'].map((path) => exchange(pool, { path })));
+  t.same(outcomes.map((outcome) => outcome.body), ['/1', '/2', '/3', '/4', '/5']);
+  t.equal(upstream.connections, 2);
+});
+
+t.test('what cannot be sent is refused before anything is written', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => socket.write(OK('no')));
+  const pool = newPool(t, upstream.origin);
+  for (const request of [
+    { headers: ['x-name', 'line\r\nx-injected: yes'] },
+    { headers: ['x-name', 'a name past Latin-1: \u0100'] },
+    { headers: ['bad name', 'value'] },
+    { path: '/a b' },
+    { path: '/a\r\nx: y' },
+    { method: 'GE T' },
+  ]) {
+    const outcome = await exchange(pool, request);
+    t.equal((outcome.error as UpstreamError | undefined)?.code, 'invalid-request', JSON.stringify(request));
+  }
+  t.equal(upstream.connections, 0, 'nothing reached the upstream');
+});
+
+t.test('connection refused: a connect error; a closed pool refuses, after letting the exchange under way finish', async (t) => {
+  const closed = net.createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const port = (closed.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => closed.close(() => resolve()));
+  const refused = await exchange(newPool(t, `http://127.0.0.1:${port}`));
+  t.equal((refused.error as UpstreamError | undefined)?.code, 'connect');
+
+  const upstream = await rawUpstream(t, (socket) => setTimeout(() => socket.write(OK('finished')), 50));
+  const pool = newPool(t, upstream.origin);
+  const underWay = exchange(pool);
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const closing = pool.close();
+  t.equal((await exchange(pool)).error instanceof UpstreamError, true);
+  t.equal((await underWay).body, 'finished');
+  await closing;
+  t.equal(pool.connections, 0);
+});
