@@ -15,6 +15,9 @@ function installed(name: string): boolean {
   return status.status === 0 && status.stdout.includes('install ok installed');
 }
 
+/** The lock file every apt run of the tests takes (shared with test/helpers/ldap-peer/start.sh). */
+export const APT_LOCK = '/tmp/keystone-gateway-tests-apt.lock';
+
 /**
  * Installs the Debian packages that are not installed yet (apt-get, as root). Throws with apt's
  * output when it fails, so the test fails and says why.
@@ -27,8 +30,10 @@ export function ensureDebianPackages(names: string[]): void {
     if (answer) spawnSync('debconf-set-selections', { input: `${answer}\n`, encoding: 'utf8' });
   }
   const environment = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  // Test files run in parallel: one waits for another's dpkg lock instead of failing on it.
-  const apt = (...args: string[]) => spawnSync('apt-get', ['-o', 'DPkg::Lock::Timeout=300', ...args], { env: environment, encoding: 'utf8' });
+  // Test files run in parallel: one waits for another's apt instead of failing on its lock. apt's own
+  // DPkg::Lock::Timeout covers dpkg's lock but not that of the package lists (`apt-get update`),
+  // so every apt run of the tests goes through one flock (test/helpers/ldap-peer/start.sh too).
+  const apt = (...args: string[]) => spawnSync('flock', ['-w', '600', APT_LOCK, 'apt-get', '-o', 'DPkg::Lock::Timeout=300', ...args], { env: environment, encoding: 'utf8' });
   let install = apt('install', '-y', '-qq', '--no-install-recommends', ...missing);
   if (install.status !== 0) {
     // The package lists may be missing or stale on a fresh machine.
