@@ -15,6 +15,9 @@ import type { IncomingMessage } from 'node:http';
  * must not be cut is framing: a response framed wrongly would hand one user's bytes to the next
  * request on that connection, so framing is llhttp's, and any byte an upstream sends that does not
  * belong to the exchange in progress ends the connection.
+ *
+ * The WebAssembly file is undici's (lib/llhttp/, not an export of its package): undici's version is
+ * pinned in package.json, and this module's tests fail at once if a release moves the file.
  */
 
 /** What one exchange is told, in order: onConnect; then onHeaders, onData…, onComplete; or onError. */
