@@ -22,7 +22,11 @@ import type { IncomingMessage } from 'node:http';
 
 /** What one exchange is told, in order: onConnect; then onHeaders, onData…, onComplete; or onError. */
 export interface UpstreamHandler {
-  /** The request is being written to a connection; `abort` cuts it off (onError follows). */
+  /**
+   * The request is being written to a connection; `abort` cuts it off (onError follows). Called
+   * again, with a new `abort`, when a bodiless idempotent request is sent once more because the
+   * reused connection it first went on had been closed by the upstream.
+   */
   onConnect(abort: (reason?: Error) => void): void;
   /**
    * The final response's head (1xx are not passed on). `headers` is the flat [name, value, …] list
@@ -162,6 +166,8 @@ export class ResponseParsers {
   /** Feeds a chunk; returns how many bytes were consumed and llhttp's answer. */
   execute(connection: UpstreamConnection, chunk: Buffer): { code: number; consumed: number } {
     const llhttp = this.llhttp;
+    // One shared instance: a callback that fed another connection from inside would corrupt both.
+    if (this.current) throw new Error('llhttp is already executing for another connection');
     if (chunk.length > this.inputSize) {
       if (this.input) llhttp.free(this.input);
       this.inputSize = Math.ceil(chunk.length / 4096) * 4096;
@@ -216,6 +222,8 @@ interface Pending {
   handler: UpstreamHandler;
   /** Already sent once, on a reused connection the upstream had closed. */
   retried: boolean;
+  /** The body goes chunked (the request has a body and no Content-Length). */
+  chunked: boolean;
 }
 
 /**
@@ -273,7 +281,8 @@ export class UpstreamPool {
       process.nextTick(() => handler.onError(error as Error));
       return;
     }
-    this.assign({ request, head, handler, retried: false });
+    const chunked = request.body !== null && !hasContentLength(request.headers);
+    this.assign({ request, head, handler, retried: false, chunked });
   }
 
   private assign(pending: Pending): void {
@@ -356,6 +365,11 @@ export class UpstreamPool {
   }
 }
 
+function hasContentLength(headers: (string | string[])[]): boolean {
+  for (let index = 0; index < headers.length; index += 2) if (headers[index] === 'content-length') return true;
+  return false;
+}
+
 /** The head of an upstream request, refusing what could not be sent as one request. */
 function requestHead(request: UpstreamRequest, host: string): string {
   if (!TOKEN.test(request.method)) throw new UpstreamError('invalid-request', 'Invalid request method');
@@ -411,7 +425,8 @@ class UpstreamConnection {
   private upload: Upload | null = null;
   private failure: Error | null = null;
   private connectTimer: NodeJS.Timeout | undefined;
-  private readonly resumeFn = (): void => this.resume();
+  /** The exchange in progress's resume (a stale one must not resume the next exchange). */
+  private resumeFn: () => void = () => undefined;
 
   constructor(
     private readonly pool: UpstreamPool,
@@ -420,7 +435,8 @@ class UpstreamConnection {
     this.pending = first;
     this.keepAliveMs = pool.options.keepAliveTimeoutMs;
     this.parser = pool.parsers.alloc();
-    const options = { host: pool.host, port: pool.port, noDelay: true };
+    // Half-open: an upstream's FIN must not close the socket before a paused exchange has read what it sent.
+    const options = { host: pool.host, port: pool.port, noDelay: true, allowHalfOpen: true };
     this.socket = pool.secure ? tls.connect({ ...options, servername: net.isIP(pool.host) ? undefined : pool.host }) : net.connect(options);
     this.connectTimer = setTimeout(() => this.fail(new UpstreamError('connect-timeout', `Connecting to the upstream took over ${pool.options.connectTimeoutMs} ms`)), pool.options.connectTimeoutMs);
     this.connectTimer.unref();
@@ -453,11 +469,14 @@ class UpstreamConnection {
     this.handler = pending.handler;
     this.receivedAny = false;
     const handler = pending.handler;
+    this.resumeFn = () => {
+      if (this.handler === handler) this.resume();
+    };
     handler.onConnect((reason) => this.abort(handler, reason));
     if (this.handler !== handler) return; // aborted at once
     this.socket.write(pending.head, 'latin1');
     const body = pending.request.body;
-    if (body) this.upload = new Upload(this, body, pending.head.endsWith('transfer-encoding: chunked\r\n\r\n'));
+    if (body) this.upload = new Upload(this, body, pending.chunked);
   }
 
   /** The exchange is cut off by its handler: the connection cannot be reused. */
@@ -496,7 +515,16 @@ class UpstreamConnection {
     }
     this.receivedAny = true;
     const parsers = this.pool.parsers;
-    const { code, consumed } = parsers.execute(this, chunk);
+    let result: { code: number; consumed: number };
+    try {
+      result = parsers.execute(this, chunk);
+    } catch (error) {
+      // A callback threw through llhttp: the parser is mid-message, the connection unusable.
+      if (this.handler) this.end(error as Error);
+      else this.socket.destroy();
+      return;
+    }
+    const { code, consumed } = result;
     if (code === OK) return;
     if (code === PAUSED) {
       if (this.completedExchange) {
@@ -529,8 +557,13 @@ class UpstreamConnection {
 
   private onSocketEnd(): void {
     this.ended = true;
-    // Nothing of an answer yet: 'close' follows, and decides (a retry, or a failure).
-    if (!this.handler || this.paused || !this.receivedAny) return;
+    // Paused: resume() reads what is left in `rest`, then comes back here.
+    if (this.paused) return;
+    // Idle, or nothing of an answer yet: closed now ('close' decides: a retry, or a failure).
+    if (!this.handler || !this.receivedAny) {
+      this.socket.destroy();
+      return;
+    }
     // The upstream closed its side: a response without a length ends here, anything else is cut.
     this.pool.parsers.finish(this);
     if (this.completedExchange) this.finishExchange(false);
@@ -621,13 +654,18 @@ class UpstreamConnection {
       return USER_ERROR;
     }
     if (this.handler !== handler) return USER_ERROR;
-    if (!proceed) this.paused = true;
-    return this.pending!.request.method === 'HEAD' ? SKIP_BODY : OK;
+    if (this.pending!.request.method === 'HEAD') {
+      if (!proceed) this.paused = true;
+      return SKIP_BODY;
+    }
+    return proceed ? OK : PAUSED;
   }
 
   onBody(chunk: Buffer): number {
     const handler = this.handler;
     if (!handler) return USER_ERROR;
+    // An execute restarts an open body span: the empty execute of resume() reports 0 bytes.
+    if (chunk.length === 0) return OK;
     const proceed = handler.onData(chunk);
     if (this.handler !== handler) return USER_ERROR;
     if (!proceed || this.paused) {
@@ -734,6 +772,9 @@ class Upload {
     if (this.stopped) return;
     this.stopped = true;
     this.detach();
+    // Not read whole (an early answer, a failure): discard the rest, as node:http does for an unread
+    // body, or the client's connection stalls with its upload paused.
+    if (!this.done) this.body.resume();
   }
 
   private detach(): void {

@@ -336,3 +336,140 @@ t.test('connection refused: a connect error; a closed pool refuses, after lettin
   await closing;
   t.equal(pool.connections, 0);
 });
+
+// ---- Found in review (each fails on the first version of upstream-pool.ts) --------------------
+
+t.test('an exchange paused when the upstream closes after its whole answer: read whole, no error', async (t) => {
+  const body = 'y'.repeat(1000);
+  const upstream = await rawUpstream(t, (socket, head) => {
+    const framing = head.includes('/sized') ? `content-length: ${body.length}\r\n` : '';
+    socket.write(`HTTP/1.1 200 OK\r\nconnection: close\r\n${framing}\r\n${body}`, () => setTimeout(() => socket.end(), 5));
+  });
+  const pool = newPool(t, upstream.origin);
+  for (const path of ['/sized', '/until-closed']) {
+    const outcome = await exchange(pool, { path }, { pauseFirstChunkMs: 50 });
+    t.equal(outcome.error, undefined, path);
+    t.equal(outcome.complete, true, path);
+    t.equal(outcome.body.length, body.length, path);
+  }
+});
+
+t.test('a handler that pushes back on every chunk: the body arrives whole (no stall on the empty resume)', async (t) => {
+  const size = 1024 * 1024;
+  const upstream = await rawUpstream(t, (socket) => socket.write(OK('z'.repeat(size))));
+  const pool = newPool(t, upstream.origin);
+  const outcome = await new Promise<{ length: number; complete: boolean }>((resolve, reject) => {
+    let length = 0;
+    let resume: () => void = () => undefined;
+    const stall = setTimeout(() => reject(new Error(`stalled at ${length} bytes`)), 10_000);
+    pool.dispatch({ method: 'GET', path: '/', headers: [], body: null }, {
+      onConnect: () => undefined,
+      onHeaders: (_status, _headers, resumeUpstream) => {
+        resume = resumeUpstream;
+        return true;
+      },
+      onData: (chunk) => {
+        length += chunk.length;
+        setImmediate(resume);
+        return false;
+      },
+      onComplete: () => {
+        clearTimeout(stall);
+        resolve({ length, complete: true });
+      },
+      onError: (error) => {
+        clearTimeout(stall);
+        reject(error);
+      },
+    });
+  });
+  t.same(outcome, { length: size, complete: true });
+});
+
+t.test('onHeaders returning false holds the body until resume', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => socket.write(OK('the body')));
+  const pool = newPool(t, upstream.origin);
+  const events: string[] = [];
+  await new Promise<void>((resolve) => {
+    pool.dispatch({ method: 'GET', path: '/', headers: [], body: null }, {
+      onConnect: () => undefined,
+      onHeaders: (_status, _headers, resume) => {
+        events.push('headers');
+        setTimeout(() => {
+          events.push('resume');
+          resume();
+        }, 30);
+        return false;
+      },
+      onData: (chunk) => {
+        events.push(`data ${chunk.toString()}`);
+        return true;
+      },
+      onComplete: () => {
+        events.push('complete');
+        resolve();
+      },
+      onError: (error) => {
+        events.push(`error ${error.message}`);
+        resolve();
+      },
+    });
+  });
+  t.same(events, ['headers', 'resume', 'data the body', 'complete']);
+});
+
+t.test('the body’s framing follows Content-Length, whatever another header’s value says', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => socket.write(OK('ok')));
+  const pool = newPool(t, upstream.origin);
+  const body = new PassThrough();
+  body.end('hello');
+  const outcome = await exchange(pool, { method: 'POST', headers: ['host', 'upstream.example', 'content-length', '5', 'x-note', 'transfer-encoding: chunked'], body: body as unknown as http.IncomingMessage });
+  t.equal(outcome.body, 'ok');
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  t.equal(upstream.received[0]!.split('\r\n\r\n')[1], 'hello', 'the five bytes as they are, not chunked');
+});
+
+t.test('an answer during an upload: the rest of the client’s body is read and dropped, not left paused', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => {
+    socket.pause(); // never reads the body: the upload backs up
+    socket.write(OK('too large').replace('200 OK', '413 Payload Too Large'));
+  });
+  const pool = newPool(t, upstream.origin);
+  const body = new PassThrough({ highWaterMark: 64 * 1024 });
+  let written = 0;
+  const total = 64 * 1024 * 1024;
+  const piece = Buffer.alloc(64 * 1024, 'u');
+  const writeMore = (): void => {
+    while (written < total) {
+      written += piece.length;
+      if (!body.write(piece)) return void body.once('drain', writeMore);
+    }
+    body.end();
+  };
+  writeMore();
+  const ended = new Promise<boolean>((resolve) => {
+    body.on('end', () => resolve(true));
+    setTimeout(() => resolve(false), 10_000);
+  });
+  const outcome = await exchange(pool, { method: 'PUT', headers: ['content-length', String(total)], body: body as unknown as http.IncomingMessage });
+  t.equal(outcome.status, 413);
+  t.equal(await ended, true, 'the client’s body was read to its end');
+});
+
+t.test('a handler that throws from onData gets the error; the process goes on', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => socket.write(OK('boom')));
+  const pool = newPool(t, upstream.origin);
+  const error = await new Promise<Error>((resolve) => {
+    pool.dispatch({ method: 'GET', path: '/', headers: [], body: null }, {
+      onConnect: () => undefined,
+      onHeaders: () => true,
+      onData: () => {
+        throw new Error('thrown by the handler');
+      },
+      onComplete: () => resolve(new Error('completed')),
+      onError: resolve,
+    });
+  });
+  t.equal(error.message, 'thrown by the handler');
+  t.equal((await exchange(pool)).body, 'boom', 'the pool still serves');
+});
