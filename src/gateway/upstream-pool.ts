@@ -338,6 +338,10 @@ export class UpstreamPool {
     if (this.waitingHead === this.waiting.length) {
       this.waiting.length = 0;
       this.waitingHead = 0;
+    } else if (this.waitingHead >= 1024 && this.waitingHead * 2 >= this.waiting.length) {
+      // Never empty under steady saturation: the slots already taken are dropped now and then.
+      this.waiting.splice(0, this.waitingHead);
+      this.waitingHead = 0;
     }
     return next;
   }
@@ -436,7 +440,8 @@ class UpstreamConnection {
     this.keepAliveMs = pool.options.keepAliveTimeoutMs;
     this.parser = pool.parsers.alloc();
     // Half-open: an upstream's FIN must not close the socket before a paused exchange has read what it sent.
-    const options = { host: pool.host, port: pool.port, noDelay: true, allowHalfOpen: true };
+    // TCP keep-alive probes (as undici): an upstream host that vanished is noticed on an idle connection.
+    const options = { host: pool.host, port: pool.port, noDelay: true, allowHalfOpen: true, keepAlive: true, keepAliveInitialDelay: 60_000 };
     this.socket = pool.secure ? tls.connect({ ...options, servername: net.isIP(pool.host) ? undefined : pool.host }) : net.connect(options);
     this.connectTimer = setTimeout(() => this.fail(new UpstreamError('connect-timeout', `Connecting to the upstream took over ${pool.options.connectTimeoutMs} ms`)), pool.options.connectTimeoutMs);
     this.connectTimer.unref();
@@ -637,7 +642,9 @@ class UpstreamConnection {
     if (!handler) return USER_ERROR;
     this.status = status;
     // 1xx: informational, read past. We never ask for 100 (no Expect) nor for an upgrade (101).
-    if (status < 200) return status === 100 || status === 101 ? USER_ERROR : OK;
+    // A 1xx has no body (RFC 9110 §15.2), whatever its headers say; llhttp knows it only for 102
+    // and 103, so it is told (as undici does): no byte after a 1xx head reaches the handler as body.
+    if (status < 200) return status === 100 || status === 101 ? USER_ERROR : SKIP_BODY;
     const headers = this.headers;
     for (let index = 0; index < headers.length; index += 2) {
       if (headers[index]!.length === 10 && headers[index]!.toLowerCase() === 'keep-alive') {

@@ -473,3 +473,42 @@ t.test('a handler that throws from onData gets the error; the process goes on', 
   t.equal(error.message, 'thrown by the handler');
   t.equal((await exchange(pool)).body, 'boom', 'the pool still serves');
 });
+
+t.test('a 1xx with a body of its own: nothing of it reaches the handler', async (t) => {
+  const upstream = await rawUpstream(t, (socket, head) => {
+    if (head.includes('/odd')) socket.write('HTTP/1.1 150 Odd\r\ncontent-length: 5\r\n\r\n' + OK('final'));
+    else socket.write('HTTP/1.1 199 Odd\r\ntransfer-encoding: chunked\r\n\r\n' + OK('final'));
+  });
+  const pool = newPool(t, upstream.origin, { connections: 1 });
+  for (const path of ['/odd', '/chunked']) {
+    const events: string[] = [];
+    await new Promise<void>((resolve) => {
+      pool.dispatch({ method: 'GET', path, headers: [], body: null }, {
+        onConnect: () => undefined,
+        onHeaders: (status) => (events.push(`headers ${status}`), true),
+        onData: (chunk) => (events.push(`data ${chunk.toString()}`), true),
+        onComplete: () => (events.push('complete'), resolve()),
+        onError: (error) => (events.push(`error ${(error as UpstreamError).code}`), resolve()),
+      });
+    });
+    t.same(events, ['headers 200', 'data final', 'complete'], path);
+  }
+});
+
+t.test('a queue that never empties does not keep the requests it has let go', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => socket.write(OK('q')));
+  const pool = newPool(t, upstream.origin, { connections: 2 });
+  // Eight in flight over two connections: some always waiting, until 5,000 have gone through.
+  const queue = (pool as unknown as { waiting: unknown[] }).waiting;
+  let started = 0;
+  let longest = 0;
+  const worker = async (): Promise<void> => {
+    while (started < 5000) {
+      started++;
+      await exchange(pool);
+      longest = Math.max(longest, queue.length);
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+  t.ok(longest <= 2048, `the queue’s array stays bounded (longest ${longest})`);
+});
