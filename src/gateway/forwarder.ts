@@ -114,11 +114,11 @@ export class Forwarder {
 }
 
 /**
- * One request's upstream handler (onConnect, onHeaders, onData, onComplete, onError). It reports once: with the upstream's status when its headers have
- * been written to the client, or with the failure before that. Its deadlines: the response headers
- * are owed from when the request is on its way whole (for a request with a body, once the client
- * has sent all of it: a slow upload is not a slow upstream); then each piece of
- * the body, except while the client's socket is full.
+ * One request's upstream handler (onConnect, onHeaders, onData, onComplete, onError). It reports
+ * once: with the upstream's status when its headers have been written to the client, or with the
+ * failure before that. Its deadlines: the response headers are owed from when the request is on its
+ * way whole (for a request with a body, once the client has sent all of it: a slow upload is not a
+ * slow upstream); then each piece of the body, except while the client's socket is full.
  */
 class Exchange implements DeadlineEntry, UpstreamHandler {
   deadlineList: DeadlineList | undefined = undefined;

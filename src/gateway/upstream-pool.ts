@@ -274,15 +274,14 @@ export class UpstreamPool {
       process.nextTick(() => handler.onError(new UpstreamError('closed', 'The upstream pool is closed')));
       return;
     }
-    let head: string;
+    let pending: Pending;
     try {
-      head = requestHead(request, this.hostHeader);
+      pending = pendingRequest(request, handler, this.hostHeader);
     } catch (error) {
       process.nextTick(() => handler.onError(error as Error));
       return;
     }
-    const chunked = request.body !== null && !hasContentLength(request.headers);
-    this.assign({ request, head, handler, retried: false, chunked });
+    this.assign(pending);
   }
 
   private assign(pending: Pending): void {
@@ -369,13 +368,11 @@ export class UpstreamPool {
   }
 }
 
-function hasContentLength(headers: (string | string[])[]): boolean {
-  for (let index = 0; index < headers.length; index += 2) if (headers[index] === 'content-length') return true;
-  return false;
-}
-
-/** The head of an upstream request, refusing what could not be sent as one request. */
-function requestHead(request: UpstreamRequest, host: string): string {
+/**
+ * A request with its head written and its body's framing decided (one place says both), refusing
+ * what could not be sent as one request.
+ */
+function pendingRequest(request: UpstreamRequest, handler: UpstreamHandler, host: string): Pending {
   if (!TOKEN.test(request.method)) throw new UpstreamError('invalid-request', 'Invalid request method');
   if (INVALID_VALUE.test(request.path) || request.path.includes(' ') || request.path.length === 0) throw new UpstreamError('invalid-request', 'Invalid request path');
   let head = `${request.method} ${request.path} HTTP/1.1\r\n`;
@@ -402,8 +399,9 @@ function requestHead(request: UpstreamRequest, host: string): string {
   }
   if (!hasHost) head += `host: ${host}\r\n`;
   // A body without the client's length is sent chunked.
-  if (request.body && !hasLength) head += 'transfer-encoding: chunked\r\n';
-  return `${head}\r\n`;
+  const chunked = request.body !== null && !hasLength;
+  if (chunked) head += 'transfer-encoding: chunked\r\n';
+  return { request, head: `${head}\r\n`, handler, retried: false, chunked };
 }
 
 /** One keep-alive connection to an upstream and the exchange it carries. */
@@ -464,12 +462,8 @@ class UpstreamConnection {
     else this.pool.release(this);
   }
 
-  /** Writes a request and waits for its answer. */
+  /** Writes a request and waits for its answer (the connection is connected and free). */
   start(pending: Pending): void {
-    if (!this.connected) {
-      this.pending = pending;
-      return;
-    }
     this.pending = pending;
     this.handler = pending.handler;
     this.receivedAny = false;
@@ -587,7 +581,7 @@ class UpstreamConnection {
     this.pool.forget(this);
     if (!handler && pending && !this.connected) {
       // Never connected: the request that opened it fails.
-      pending.handler.onError(this.connectFailure());
+      pending.handler.onError(this.closedError('The upstream closed the connection'));
       return;
     }
     if (!handler) return;
@@ -597,12 +591,13 @@ class UpstreamConnection {
       this.pool.retry(pending);
       return;
     }
-    handler.onError(this.failure instanceof UpstreamError ? this.failure : new UpstreamError('connect', this.failure ? this.failure.message : 'The upstream closed the connection before its answer was complete'));
+    handler.onError(this.closedError('The upstream closed the connection before its answer was complete'));
   }
 
-  private connectFailure(): UpstreamError {
+  /** Why the connection closed: the failure it met, else `otherwise`. */
+  private closedError(otherwise: string): UpstreamError {
     if (this.failure instanceof UpstreamError) return this.failure;
-    return new UpstreamError('connect', this.failure ? this.failure.message : 'The upstream closed the connection');
+    return new UpstreamError('connect', this.failure ? this.failure.message : otherwise);
   }
 
   // ---- llhttp's callbacks (through ResponseParsers) --------------------------------------------
