@@ -136,30 +136,17 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
   /** Node refused the upstream's headers: the response was destroyed and the failure reported. */
   private answeredByGateway = false;
 
-  // The request's own objects, held until the exchange ends (letGo()).
-  private request: IncomingMessage;
-  private response: ServerResponse;
-  private ourHeaders: string[];
-  private rewriteLocation: (location: string) => string;
-  private settle: (result: ForwardResult) => void;
-  private fail: (error: unknown) => void;
-
+  // The request's own objects are not readonly: they are let go when the exchange ends (letGo()).
   constructor(
-    request: IncomingMessage,
-    response: ServerResponse,
+    private request: IncomingMessage,
+    private response: ServerResponse,
     private readonly hasBody: boolean,
     private readonly deadlines: ExchangeDeadlines,
-    ourHeaders: string[],
-    rewriteLocation: (location: string) => string,
-    settle: (result: ForwardResult) => void,
-    fail: (error: unknown) => void,
+    private ourHeaders: string[],
+    private rewriteLocation: (location: string) => string,
+    private settle: (result: ForwardResult) => void,
+    private fail: (error: unknown) => void,
   ) {
-    this.request = request;
-    this.response = response;
-    this.ourHeaders = ourHeaders;
-    this.rewriteLocation = rewriteLocation;
-    this.settle = settle;
-    this.fail = fail;
     // Either side breaking off ends the other: a client that goes away releases the upstream request
     // (and its connection) at once, rather than when the upstream has answered in full.
     // (Listeners are anonymous arrows passed as arguments: tsx, as production runs it, wraps every
