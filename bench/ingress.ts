@@ -12,7 +12,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { runPacedScenario, type LoadSettings, type ScenarioResult } from './load.ts';
+import { runPacedScenario, serviceView, type LoadSettings, type ScenarioResult } from './load.ts';
 import { compilePaced, runExternalPaced } from './paced.ts';
 import { cpuMs, freePort, gcSummary, onCleanup, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess } from './processes.ts';
 import type { Scenario } from './scenarios.ts';
@@ -267,10 +267,13 @@ export async function runIngressBench(context: IngressContext, options: { thread
       };
       context.log(`ingress paced ${name}: ${options.paced.duration} s at ${rate} req/s`);
       const started = Date.now();
+      // The gateway's own view of the run (warm-up included): its event-loop delay and in-service latency.
+      const view = name === 'gateway' ? await serviceView(`${context.serviceUrl}/metrics`) : undefined;
       const measured =
         'binary' in generator
           ? await runExternalPaced(generator.binary, { ...scenario, role: name === 'gateway' ? 'service' : 'proxy', pids: targets[name].pids }, options.paced, rate)
           : await runPacedScenario(scenario, options.paced, rate);
+      if (view) Object.assign(measured, await view());
       // The collections of the measured part only (the warm-up's are left out).
       if (name === 'gateway') paced.gatewayGc = gcSummary(started + options.paced.warmup * 1000, Date.now(), measured.requests);
       paced.results[name] = { ...measured, name: options.pacedRate ? `${name} @ ${rate} req/s` : `${name} @ ${Math.round(options.pacedShare * 100)} % of the gateway's top rate` };
@@ -307,6 +310,14 @@ export function ingressTable(result: IngressResult): string {
       lines.push(`${name.padEnd(12)}  ${paced.latencyMs.p50.toFixed(2).padStart(8)}  ${paced.latencyMs.p99.toFixed(2).padStart(8)}  ${paced.latencyMs.max.toFixed(2).padStart(8)}  ${String(paced.non2xx).padStart(7)}  ${String(paced.errors).padStart(6)}`);
     }
     if (result.paced.gatewayAddedP99Ms !== undefined) lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms`);
+    const { inServiceMs, eventLoopDelayMs } = result.paced.results.gateway ?? {};
+    if (inServiceMs || eventLoopDelayMs) {
+      lines.push(
+        `the gateway's own view of its paced run (/metrics, warm-up included):` +
+          (inServiceMs ? ` in the service p50 ≤ ${inServiceMs.p50AtMost} ms, p99 ≤ ${inServiceMs.p99AtMost} ms (histogram buckets, ${inServiceMs.requests} requests);` : '') +
+          (eventLoopDelayMs ? ` event-loop delay p99 ${eventLoopDelayMs.p99} ms, max ${eventLoopDelayMs.max} ms` : ''),
+      );
+    }
     const gc = result.paced.gatewayGc;
     if (gc) {
       lines.push(

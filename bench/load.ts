@@ -43,6 +43,13 @@ export interface ScenarioResult {
   cpuIncomplete?: boolean;
   /** The service's own event-loop delay over a paced run (its /metrics), when it could be read. */
   eventLoopDelayMs?: { mean: number; p99: number; max: number };
+  /**
+   * The gateway's own latency over a paced run (its request-duration histogram, from a request's
+   * arrival in the handler to its response's end): the upper bound of the bucket holding each
+   * quantile. Set beside a client's p99, it tells a stall inside the process from one before it
+   * (a request waiting in the kernel while the event loop was busy or the process not scheduled).
+   */
+  inServiceMs?: { requests: number; p50AtMost: number; p99AtMost: number };
 }
 
 /** The running autocannon instance, so Ctrl-C can stop it. */
@@ -194,15 +201,72 @@ export async function runScenario(scenario: Scenario, settings: LoadSettings): P
  */
 async function eventLoopDelay(metricsUrl: string): Promise<ScenarioResult['eventLoopDelayMs']> {
   try {
-    const text = await (await fetch(metricsUrl)).text();
-    const gauge = (name: string) => Number(new RegExp(`^nodejs_eventloop_delay_${name}_seconds (\\S+)$`, 'm').exec(text)?.[1]);
-    const values = { mean: gauge('mean'), p99: gauge('p99'), max: gauge('max') };
-    if (Object.values(values).some((value) => !Number.isFinite(value))) return undefined;
-    const ms = (seconds: number) => Math.round(seconds * 1e5) / 100;
-    return { mean: ms(values.mean), p99: ms(values.p99), max: ms(values.max) };
+    return eventLoopDelayOf(await (await fetch(metricsUrl)).text());
   } catch {
     return undefined;
   }
+}
+
+function eventLoopDelayOf(text: string): ScenarioResult['eventLoopDelayMs'] {
+  // Under WORKERS every worker reports its own (a `worker` label): the worst one is the tail's.
+  const gauge = (name: string) => {
+    const values = [...text.matchAll(new RegExp(`^nodejs_eventloop_delay_${name}_seconds(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].map((match) => Number(match[1]));
+    return values.length ? Math.max(...values) : Number.NaN;
+  };
+  const values = { mean: gauge('mean'), p99: gauge('p99'), max: gauge('max') };
+  if (Object.values(values).some((value) => !Number.isFinite(value))) return undefined;
+  const ms = (seconds: number) => Math.round(seconds * 1e5) / 100;
+  return { mean: ms(values.mean), p99: ms(values.p99), max: ms(values.max) };
+}
+
+/** Cumulative counts of the gateway face's request-duration histogram by bucket bound (s), summed over routes, methods and workers. */
+export function gatewayDurationBuckets(metricsText: string): Map<number, number> {
+  const buckets = new Map<number, number>();
+  const line = /^keystone_gateway_http_request_duration_seconds_bucket\{([^}]*)\} (\S+)$/gm;
+  for (const [, labels, value] of metricsText.matchAll(line)) {
+    if (!/(?:^|,)face="gateway"/.test(labels!)) continue;
+    const bound = /(?:^|,)le="([^"]+)"/.exec(labels!)?.[1];
+    if (bound === undefined) continue;
+    const le = bound === '+Inf' ? Number.POSITIVE_INFINITY : Number(bound);
+    buckets.set(le, (buckets.get(le) ?? 0) + Number(value));
+  }
+  return buckets;
+}
+
+/** The in-service quantiles between two scrapes of the gateway's histogram (undefined: nothing recorded between them). */
+export function inServiceLatency(before: Map<number, number>, after: Map<number, number>): ScenarioResult['inServiceMs'] {
+  const bounds = [...after.keys()].sort((a, b) => a - b);
+  const total = (after.get(Number.POSITIVE_INFINITY) ?? 0) - (before.get(Number.POSITIVE_INFINITY) ?? 0);
+  if (total <= 0) return undefined;
+  const atMost = (quantile: number) => {
+    for (const bound of bounds) if ((after.get(bound) ?? 0) - (before.get(bound) ?? 0) >= quantile * total) return bound * 1000;
+    return Number.POSITIVE_INFINITY;
+  };
+  return { requests: total, p50AtMost: atMost(0.5), p99AtMost: atMost(0.99) };
+}
+
+/**
+ * Reads the service's own view of a paced run: call before the run (it starts the event-loop
+ * window and notes the histogram) and call what it returns after.
+ */
+export async function serviceView(metricsUrl: string): Promise<() => Promise<Pick<ScenarioResult, 'eventLoopDelayMs' | 'inServiceMs'>>> {
+  let before: Map<number, number> | undefined;
+  try {
+    before = gatewayDurationBuckets(await (await fetch(metricsUrl)).text());
+  } catch {
+    before = undefined;
+  }
+  return async () => {
+    if (!before) return {};
+    try {
+      const text = await (await fetch(metricsUrl)).text();
+      const loop = eventLoopDelayOf(text);
+      const inService = inServiceLatency(before, gatewayDurationBuckets(text));
+      return { ...(loop ? { eventLoopDelayMs: loop } : {}), ...(inService ? { inServiceMs: inService } : {}) };
+    } catch {
+      return {};
+    }
+  };
 }
 
 export async function runPacedScenario(scenario: Scenario, settings: LoadSettings, rate: number, metricsUrl?: string): Promise<ScenarioResult> {

@@ -140,6 +140,17 @@ export interface ServiceProcess {
 }
 
 /**
+ * The node flags of package.json's `start` script (`node <flags> dist/main.js`): the service is
+ * measured with the flags it runs with in production (the Dockerfile's CMD has the same ones).
+ */
+export function startNodeFlags(packageJson = readFileSync(path.join(ROOT, 'package.json'), 'utf8')): string[] {
+  const start = (JSON.parse(packageJson) as { scripts?: { start?: string } }).scripts?.start ?? '';
+  const words = start.trim().split(/\s+/);
+  if (words[0] !== 'node') throw new Error(`package.json's start script does not run node: ${start}`);
+  return words.slice(1).filter((word) => word.startsWith('--'));
+}
+
+/**
  * Starts `node --import=tsx src/main.ts` as production does, with a temp DATA_DIR and the given
  * policy directory. The caller's service settings are dropped (PASSWORD_HASH_ROUNDS=4 from a test
  * shell would make the password scenario meaningless); BENCH_SERVICE_<NAME>=value passes NAME=value.
@@ -174,8 +185,9 @@ export async function startService(options: {
   for (const [name, value] of Object.entries(process.env)) {
     if (name.startsWith('BENCH_SERVICE_') && name !== 'BENCH_SERVICE_NODE_ARGS' && value !== undefined) settings[name.slice('BENCH_SERVICE_'.length)] = value;
   }
+  // The node flags production starts with (`npm start`), then the caller's, then
   // BENCH_SERVICE_NODE_ARGS: extra node flags for the service only, e.g. --cpu-prof (not allowed in NODE_OPTIONS).
-  const nodeArgs = [...(options.nodeArgs ?? []), ...(process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean)];
+  const nodeArgs = [...startNodeFlags(), ...(options.nodeArgs ?? []), ...(process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean)];
   // BENCH_GC=1: every collection reported (gcSummary), to tell the tail's stalls from the rest.
   if (process.env.BENCH_GC === '1' && !nodeArgs.includes('--trace-gc-nvp')) nodeArgs.push('--trace-gc-nvp');
   const child = spawn(process.execPath, [...nodeArgs, ...(options.entry ?? ['--import=tsx', 'src/main.ts'])], {

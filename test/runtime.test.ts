@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { startNodeFlags } from '../bench/processes.ts';
 import t from 'tap';
 
 // The suite runs on the Node that package.json declares (the `node` package npm puts first on
@@ -12,4 +13,19 @@ t.test('the suite runs on the declared Node', async (t) => {
   t.ok(major > wantMajor || (major === wantMajor && minor >= wantMinor), `node ${process.versions.node} satisfies ${engines.node}`);
   // Node 26 is the active LTS line as of 2026-10; an odd (never-LTS) line would not be.
   t.equal(major % 2, 0, 'an LTS line');
+});
+
+// Production starts node with flags (`npm start`); the container image and the benchmark must start
+// it with the same ones, or what is measured and what runs in a container is not what `npm start` runs.
+t.test('the container and the benchmark start node with the flags of npm start', async (t) => {
+  const flags = startNodeFlags();
+  t.ok(flags.includes('--min-semi-space-size=16'), `npm start keeps the young generation at its loaded size: ${flags.join(' ')}`);
+  const dockerfile = readFileSync(new URL('../Dockerfile', import.meta.url), 'utf8');
+  const cmd = /^CMD (\[.*\])$/m.exec(dockerfile);
+  t.ok(cmd, 'the Dockerfile has an exec-form CMD');
+  const [command, ...rest] = JSON.parse(cmd![1]!) as string[];
+  t.equal(command, 'node');
+  t.same(rest, [...flags, 'dist/main.js'], 'the CMD is node, the start flags and the bundle');
+  t.same(startNodeFlags(JSON.stringify({ scripts: { start: 'node --a=1 --b dist/main.js' } })), ['--a=1', '--b']);
+  t.throws(() => startNodeFlags(JSON.stringify({ scripts: { start: 'tsx src/main.ts' } })), /does not run node/);
 });
