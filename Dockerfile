@@ -28,5 +28,5 @@ ENV NODE_ENV=production HOST=0.0.0.0 PORT=5000 DATA_DIR=/var/lib/keystone-gatewa
 EXPOSE 5000
 USER node
 # The node flags of `npm start` (package.json; test/runtime.test.ts keeps the two the same): a young
-# generation that stays at the 16 MB V8 grows it to under load (bench/README.md, 2026-11-29).
+# generation that does not shrink below 16 MB semi-spaces when idle (bench/README.md, 2026-11-29).
 CMD ["node", "--min-semi-space-size=16", "dist/main.js"]

@@ -180,6 +180,8 @@ export interface IngressContext {
   servicePids: number[];
   token: string;
   projectId: string;
+  /** The service's /metrics, when the bench started it: the gateway's own view of its paced run is read there. */
+  metricsUrl?: string;
   /** Registers the `ingress` service's internal endpoint at this URL (the nginx upstream). */
   register(upstreamUrl: string): Promise<void>;
   log(message: string): void;
@@ -268,7 +270,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
       context.log(`ingress paced ${name}: ${options.paced.duration} s at ${rate} req/s`);
       const started = Date.now();
       // The gateway's own view of the run (warm-up included): its event-loop delay and in-service latency.
-      const view = name === 'gateway' ? await serviceView(`${context.serviceUrl}/metrics`) : undefined;
+      const view = name === 'gateway' && context.metricsUrl ? await serviceView(context.metricsUrl, 'ingress') : undefined;
       const measured =
         'binary' in generator
           ? await runExternalPaced(generator.binary, { ...scenario, role: name === 'gateway' ? 'service' : 'proxy', pids: targets[name].pids }, options.paced, rate)

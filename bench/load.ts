@@ -44,7 +44,7 @@ export interface ScenarioResult {
   /** The service's own event-loop delay over a paced run (its /metrics), when it could be read. */
   eventLoopDelayMs?: { mean: number; p99: number; max: number };
   /**
-   * The gateway's own latency over a paced run (its request-duration histogram, from a request's
+   * The gateway's own latency over a paced run, warm-up included (its request-duration histogram, from a request's
    * arrival in the handler to its response's end): the upper bound of the bucket holding each
    * quantile. Set beside a client's p99, it tells a stall inside the process from one before it
    * (a request waiting in the kernel while the event loop was busy or the process not scheduled).
@@ -208,7 +208,8 @@ async function eventLoopDelay(metricsUrl: string): Promise<ScenarioResult['event
 }
 
 function eventLoopDelayOf(text: string): ScenarioResult['eventLoopDelayMs'] {
-  // Under WORKERS every worker reports its own (a `worker` label): the worst one is the tail's.
+  // Under WORKERS every worker reports its own (a `worker` label): each figure is the worst worker's
+  // (the mean too), as the tail is the worst worker's.
   const gauge = (name: string) => {
     const values = [...text.matchAll(new RegExp(`^nodejs_eventloop_delay_${name}_seconds(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].map((match) => Number(match[1]));
     return values.length ? Math.max(...values) : Number.NaN;
@@ -219,27 +220,49 @@ function eventLoopDelayOf(text: string): ScenarioResult['eventLoopDelayMs'] {
   return { mean: ms(values.mean), p99: ms(values.p99), max: ms(values.max) };
 }
 
-/** Cumulative counts of the gateway face's request-duration histogram by bucket bound (s), summed over routes, methods and workers. */
-export function gatewayDurationBuckets(metricsText: string): Map<number, number> {
-  const buckets = new Map<number, number>();
-  const line = /^keystone_gateway_http_request_duration_seconds_bucket\{([^}]*)\} (\S+)$/gm;
-  for (const [, labels, value] of metricsText.matchAll(line)) {
-    if (!/(?:^|,)face="gateway"/.test(labels!)) continue;
-    const bound = /(?:^|,)le="([^"]+)"/.exec(labels!)?.[1];
-    if (bound === undefined) continue;
-    const le = bound === '+Inf' ? Number.POSITIVE_INFINITY : Number(bound);
-    buckets.set(le, (buckets.get(le) ?? 0) + Number(value));
-  }
-  return buckets;
+/** One scrape of the gateway's request-duration histogram (see gatewayDurations). */
+export interface DurationScrape {
+  /** Each series of the service type (its labels but `le`) with its cumulative counts by bucket bound (s). */
+  series: Map<string, Map<number, number>>;
+  /** The workers the scrape heard from (any metric's `worker` label); empty for a single process. */
+  workers: Set<string>;
 }
 
-/** The in-service quantiles between two scrapes of the gateway's histogram (undefined: nothing recorded between them). */
-export function inServiceLatency(before: Map<number, number>, after: Map<number, number>): ScenarioResult['inServiceMs'] {
-  const bounds = [...after.keys()].sort((a, b) => a - b);
-  const total = (after.get(Number.POSITIVE_INFINITY) ?? 0) - (before.get(Number.POSITIVE_INFINITY) ?? 0);
+/** The gateway face's request-duration histogram for one service type, from a /metrics text. */
+export function gatewayDurations(metricsText: string, service: string): DurationScrape {
+  const series = new Map<string, Map<number, number>>();
+  const line = /^keystone_gateway_http_request_duration_seconds_bucket\{([^}]*)\} (\S+)$/gm;
+  for (const [, labels, value] of metricsText.matchAll(line)) {
+    if (!/(?:^|,)face="gateway"/.test(labels!) || /(?:^|,)route="([^"]*)"/.exec(labels!)?.[1] !== service) continue;
+    const bound = /(?:^|,)le="([^"]+)"/.exec(labels!)?.[1];
+    if (bound === undefined) continue;
+    const key = labels!.replace(/(?:^|,)le="[^"]*"/, '');
+    let buckets = series.get(key);
+    if (!buckets) series.set(key, (buckets = new Map()));
+    buckets.set(bound === '+Inf' ? Number.POSITIVE_INFINITY : Number(bound), Number(value));
+  }
+  const workers = new Set([...metricsText.matchAll(/[{,]worker="([^"]*)"/g)].map((match) => match[1]!));
+  return { series, workers };
+}
+
+/**
+ * The in-service quantiles between two scrapes. Under WORKERS a scrape may miss a worker that did
+ * not answer the primary in time (or one restarted between them): only workers heard in both count,
+ * or a missed worker's whole count would be read as this run's. Undefined: nothing recorded between.
+ */
+export function inServiceLatency(before: DurationScrape, after: DurationScrape): ScenarioResult['inServiceMs'] {
+  const counts = new Map<number, number>();
+  for (const [key, buckets] of after.series) {
+    const worker = /(?:^|,)worker="([^"]*)"/.exec(key)?.[1];
+    if (worker !== undefined && !before.workers.has(worker)) continue;
+    const earlier = before.series.get(key); // absent: a series that began after the first scrape
+    for (const [bound, count] of buckets) counts.set(bound, (counts.get(bound) ?? 0) + count - (earlier?.get(bound) ?? 0));
+  }
+  const bounds = [...counts.keys()].sort((a, b) => a - b);
+  const total = counts.get(Number.POSITIVE_INFINITY) ?? 0;
   if (total <= 0) return undefined;
   const atMost = (quantile: number) => {
-    for (const bound of bounds) if ((after.get(bound) ?? 0) - (before.get(bound) ?? 0) >= quantile * total) return bound * 1000;
+    for (const bound of bounds) if (counts.get(bound)! >= quantile * total) return bound * 1000;
     return Number.POSITIVE_INFINITY;
   };
   return { requests: total, p50AtMost: atMost(0.5), p99AtMost: atMost(0.99) };
@@ -249,10 +272,10 @@ export function inServiceLatency(before: Map<number, number>, after: Map<number,
  * Reads the service's own view of a paced run: call before the run (it starts the event-loop
  * window and notes the histogram) and call what it returns after.
  */
-export async function serviceView(metricsUrl: string): Promise<() => Promise<Pick<ScenarioResult, 'eventLoopDelayMs' | 'inServiceMs'>>> {
-  let before: Map<number, number> | undefined;
+export async function serviceView(metricsUrl: string, service: string): Promise<() => Promise<Pick<ScenarioResult, 'eventLoopDelayMs' | 'inServiceMs'>>> {
+  let before: DurationScrape | undefined;
   try {
-    before = gatewayDurationBuckets(await (await fetch(metricsUrl)).text());
+    before = gatewayDurations(await (await fetch(metricsUrl)).text(), service);
   } catch {
     before = undefined;
   }
@@ -261,7 +284,7 @@ export async function serviceView(metricsUrl: string): Promise<() => Promise<Pic
     try {
       const text = await (await fetch(metricsUrl)).text();
       const loop = eventLoopDelayOf(text);
-      const inService = inServiceLatency(before, gatewayDurationBuckets(text));
+      const inService = inServiceLatency(before, gatewayDurations(text, service));
       return { ...(loop ? { eventLoopDelayMs: loop } : {}), ...(inService ? { inServiceMs: inService } : {}) };
     } catch {
       return {};

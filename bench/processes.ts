@@ -147,11 +147,19 @@ export function startNodeFlags(packageJson = readFileSync(path.join(ROOT, 'packa
   const start = (JSON.parse(packageJson) as { scripts?: { start?: string } }).scripts?.start ?? '';
   const words = start.trim().split(/\s+/);
   if (words[0] !== 'node') throw new Error(`package.json's start script does not run node: ${start}`);
-  return words.slice(1).filter((word) => word.startsWith('--'));
+  // The flags are the words between `node` and the script; each must be --name or --name=value, so
+  // that no value written as a separate word is mistaken for the script.
+  const flags: string[] = [];
+  for (const word of words.slice(1)) {
+    if (!word.startsWith('-')) break;
+    if (!/^--[a-z0-9-]+(=\S+)?$/.test(word)) throw new Error(`package.json's start script has a node flag the bench cannot pass on: ${word} (write --name=value)`);
+    flags.push(word);
+  }
+  return flags;
 }
 
 /**
- * Starts `node --import=tsx src/main.ts` as production does, with a temp DATA_DIR and the given
+ * Starts the service (`node --import=tsx src/main.ts`, or `options.entry`, e.g. the bundle `npm start` runs) with `npm start`'s node flags, with a temp DATA_DIR and the given
  * policy directory. The caller's service settings are dropped (PASSWORD_HASH_ROUNDS=4 from a test
  * shell would make the password scenario meaningless); BENCH_SERVICE_<NAME>=value passes NAME=value.
  */

@@ -233,6 +233,8 @@ async function main(): Promise<number> {
         token: f.userToken,
         projectId: f.projectId,
         register: (upstreamUrl) => registerBenchService(url, f.adminToken, upstreamUrl, Boolean(externalUrl), 'ingress', ''),
+        // Scraping resets the event-loop window: only a service the bench started (not another's Prometheus).
+        ...(externalUrl ? {} : { metricsUrl: `${url}/metrics` }),
         log,
       },
       {

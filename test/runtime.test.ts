@@ -26,6 +26,7 @@ t.test('the container and the benchmark start node with the flags of npm start',
   const [command, ...rest] = JSON.parse(cmd![1]!) as string[];
   t.equal(command, 'node');
   t.same(rest, [...flags, 'dist/main.js'], 'the CMD is node, the start flags and the bundle');
-  t.same(startNodeFlags(JSON.stringify({ scripts: { start: 'node --a=1 --b dist/main.js' } })), ['--a=1', '--b']);
+  t.same(startNodeFlags(JSON.stringify({ scripts: { start: 'node --a=1 --b dist/main.js --not-a-node-flag' } })), ['--a=1', '--b']);
+  t.throws(() => startNodeFlags(JSON.stringify({ scripts: { start: 'node -r x dist/main.js' } })), /cannot pass on: -r/);
   t.throws(() => startNodeFlags(JSON.stringify({ scripts: { start: 'tsx src/main.ts' } })), /does not run node/);
 });
