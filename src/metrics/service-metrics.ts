@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import { monitorEventLoopDelay, type ELDHistogram } from 'node:perf_hooks';
+import v8 from 'node:v8';
 import { WorkerMetricsExchange } from './cluster-metrics.ts';
 import { MetricsRegistry, renderFamilies, type Counter, type CounterChild, type Histogram, type HistogramChild, type Sample } from './registry.ts';
 
@@ -186,6 +187,13 @@ export class ServiceMetrics {
     registry.collected('process_resident_memory_bytes', 'Resident memory size in bytes.', 'gauge', [], () => [[[], process.memoryUsage.rss()]]);
     registry.collected('nodejs_heap_size_used_bytes', 'V8 heap in use, in bytes.', 'gauge', [], () => [[[], process.memoryUsage().heapUsed]]);
     registry.collected('nodejs_heap_size_total_bytes', 'V8 heap allocated, in bytes.', 'gauge', [], () => [[[], process.memoryUsage().heapTotal]]);
+    // By space, with prom-client's names and labels (space = V8's name without '_space'): what a
+    // worker's resident memory is made of, e.g. how large the young generation has grown.
+    const heapSpaces = (pick: (space: v8.HeapSpaceInfo) => number) => (): Sample[] =>
+      v8.getHeapSpaceStatistics().map((space) => [[space.space_name.replace(/_space$/, '')], pick(space)]);
+    registry.collected('nodejs_heap_space_size_total_bytes', 'V8 heap space committed, by space, in bytes.', 'gauge', ['space'], heapSpaces((space) => space.space_size));
+    registry.collected('nodejs_heap_space_size_used_bytes', 'V8 heap space in use, by space, in bytes.', 'gauge', ['space'], heapSpaces((space) => space.space_used_size));
+    registry.collected('nodejs_external_memory_bytes', 'Memory outside the V8 heap held by JavaScript objects (buffers, WebAssembly memories), in bytes.', 'gauge', [], () => [[[], process.memoryUsage().external]]);
     if (options.eventLoopDelay !== false) {
       // Sampled by a libuv timer every 20 ms: no cost on requests.
       const resolutionMs = 20;

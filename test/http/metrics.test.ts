@@ -108,6 +108,12 @@ t.test('GET /metrics: counts identity API requests, token validations, caches an
   for (const name of ['process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'process_cpu_seconds_total', 'nodejs_eventloop_delay_p99_seconds']) {
     t.match(first.body, new RegExp(`^${name} \\d`, 'm'), `${name} is exposed`);
   }
+  // The young and old generations by name, as prom-client spells them.
+  for (const space of ['new', 'old', 'code', 'large_object']) {
+    t.match(first.body, new RegExp(`^nodejs_heap_space_size_total_bytes\\{space="${space}"\\} [1-9]\\d*$`, 'm'), `${space} space committed`);
+    t.match(first.body, new RegExp(`^nodejs_heap_space_size_used_bytes\\{space="${space}"\\} \\d+$`, 'm'), `${space} space used`);
+  }
+  t.match(first.body, /^nodejs_external_memory_bytes [1-9]\d*$/m, 'external memory is exposed');
 
   // The event loop's delay is sampled by a real timer, and the scrape above started a new window:
   // wait until a sampler of the same resolution, started now, has seen a few intervals of the idle
