@@ -16,7 +16,9 @@
  *      B "full lists": unfiltered GET /v3/users, /v3/projects, /v3/role_assignments and
  *        /v3/role_assignments?effective (every row; the API has no pagination, as Keystone without
  *        list_limit; all four are read in pages and streamed).
- *    VmRSS and VmHWM (/proc/<pid>/status) are read after start, after A, after B and after a pause.
+ *    With --workers N (> 1) it is a cluster of N workers, the figures the largest worker's.
+ *    VmRSS and VmHWM (/proc/<pid>/status) are read after start, after A, after B and after a pause,
+ *    each with what it is made of: resident MB by kind of mapping (smaps) and the V8 heap by space.
  *    The process gets the node heap flags a cluster worker would (--heap-flags, default `worker`:
  *    src/cluster.ts workerHeapFlags() of WORKER_MAX_OLD_SPACE_MB / WORKER_MAX_SEMI_SPACE_MB, which
  *    BENCH_SERVICE_WORKER_MAX_* override; `none` for node's defaults); WORKERS=1 is one process, which
@@ -37,6 +39,7 @@ import { hashSync } from '@node-rs/bcrypt';
 import pg from 'pg';
 import { cleanup, compiledEntry, installSignalHandlers, onCleanup, ROOT, startService, tempDirectory, type ServiceProcess } from './processes.ts';
 import { writeResults } from './report.ts';
+import { heapSpaces, mappingComposition } from './memory-composition.ts';
 import { workerHeapFlags } from '../src/cluster.ts';
 import { loadConfig } from '../src/config.ts';
 
@@ -52,6 +55,9 @@ const { values: options } = parseArgs({
     logins: { type: 'string', default: '300' },
     reads: { type: 'string', default: '3000' },
     concurrency: { type: 'string', default: '16' },
+    // 1: one process (the worker is the process, which also migrated and bootstrapped); more: a
+    // cluster, and the figures are the largest worker's (the primary's RSS beside them).
+    workers: { type: 'string', default: '1' },
     'hash-cost': { type: 'string', default: '4' },
     'heap-snapshot': { type: 'boolean', default: false },
     compiled: { type: 'boolean', default: false },
@@ -74,6 +80,7 @@ const DOMAINS = count('domains');
 const LOGINS = Math.min(count('logins'), USERS);
 const READS = count('reads');
 const CONCURRENCY = count('concurrency');
+const WORKERS = count('workers');
 const HASH_COST = count('hash-cost');
 const DATABASE = options.database!;
 if (!/^[a-z_][a-z0-9_]*$/.test(DATABASE)) throw new Error(`--database must be a plain lower-case identifier, got '${DATABASE}'`);
@@ -164,14 +171,54 @@ async function seed(url: string, passwordHash: string): Promise<Record<string, n
 // ---- the service's memory ---------------------------------------------------------------------
 
 interface Memory {
+  /** Of the process, or with --workers > 1 of the largest worker (pid). */
+  pid: number;
   rssMb: number;
   hwmMb: number;
+  /** Resident MB by kind of mapping (bench/memory-composition.ts). */
+  mappings: Record<string, number>;
+  /** Committed MB of each V8 heap space, from the service's /metrics (with --workers > 1 the workers' mean). */
+  heapSpaces: Record<string, number>;
+  /** With --workers > 1: the cluster primary's VmRSS. */
+  primaryRssMb?: number;
 }
 
-function memoryOf(pid: number): Memory {
+function statusMb(pid: number): { rssMb: number; hwmMb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
   return { rssMb: Math.round(kb('VmRSS') / 102.4) / 10, hwmMb: Math.round(kb('VmHWM') / 102.4) / 10 };
+}
+
+/** The cluster's workers: the primary's child processes. */
+function workerPids(primary: number): number[] {
+  const children = readFileSync(`/proc/${primary}/task/${primary}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  if (children.length !== WORKERS) throw new Error(`expected ${WORKERS} workers under pid ${primary}, found ${children.length}`);
+  return children;
+}
+
+async function memoryOf(service: ServiceProcess): Promise<Memory> {
+  const [pid] = (WORKERS > 1 ? workerPids(service.pid) : [service.pid]).map((pid) => ({ pid, ...statusMb(pid) })).sort((a, b) => b.rssMb - a.rssMb);
+  const mappings = mappingComposition(readFileSync(`/proc/${pid!.pid}/smaps`, 'utf8'), process.execPath);
+  const metrics = await fetch(`${service.url}/metrics`);
+  if (!metrics.ok) throw new Error(`GET /metrics answered ${metrics.status}`);
+  const spaces = Object.fromEntries(Object.entries(heapSpaces(await metrics.text())).map(([space, mb]) => [space, Math.round((mb / WORKERS) * 10) / 10]));
+  return { ...pid!, mappings, heapSpaces: spaces, ...(WORKERS > 1 ? { primaryRssMb: statusMb(service.pid).rssMb } : {}) };
+}
+
+/** One row per kind of memory, one column per reading: where the resident size went. */
+function compositionTable(readings: Record<string, Memory>): string[] {
+  const labels = Object.keys(readings);
+  const rows = (title: string, pick: (memory: Memory) => Record<string, number>) => {
+    const kinds = [...new Set(labels.flatMap((label) => Object.keys(pick(readings[label]!))))];
+    const last = pick(readings[labels[labels.length - 1]!]!);
+    kinds.sort((a, b) => (last[b] ?? 0) - (last[a] ?? 0));
+    const width = Math.max(...labels.map((label) => label.length)) + 2;
+    return [
+      `${title.padEnd(26)}${labels.map((label) => label.padStart(width)).join('')}`,
+      ...kinds.map((kind) => `  ${kind.slice(0, 24).padEnd(24)}${labels.map((label) => (pick(readings[label]!)[kind] ?? 0).toFixed(1).padStart(width)).join('')}`),
+    ];
+  };
+  return [...rows('resident MB by mapping', (memory) => memory.mappings), '', ...rows('V8 heap committed MB', (memory) => memory.heapSpaces)];
 }
 
 // ---- the workload -----------------------------------------------------------------------------
@@ -307,9 +354,9 @@ function summariseSnapshot(file: string): { totalMb: number; top: { name: string
   return { totalMb: Math.round(total / 104857.6) / 10, top };
 }
 
-async function heapSnapshot(service: ServiceProcess, directory: string): Promise<string | undefined> {
+async function heapSnapshot(pid: number, directory: string): Promise<string | undefined> {
   const before = new Set(readdirSync(directory));
-  process.kill(service.pid, 'SIGUSR2');
+  process.kill(pid, 'SIGUSR2');
   const deadline = Date.now() + 120_000;
   while (Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -370,7 +417,7 @@ async function main(): Promise<number> {
     databaseUrl: url,
     dataDirectory,
     // The bundle lives elsewhere: the identity policy's default path is relative to the source tree.
-    settings: { WORKERS: '1', IDENTITY_POLICY_DIR: path.join(ROOT, 'policies', 'identity') },
+    settings: { WORKERS: String(WORKERS), IDENTITY_POLICY_DIR: path.join(ROOT, 'policies', 'identity') },
     ...(entry ? { entry } : {}),
   };
 
@@ -395,14 +442,15 @@ async function main(): Promise<number> {
   // WORKERS=1 is one process, which the primary's flags for its workers do not reach: give them here.
   const heapFlags = heapFlagsOption();
   const service = await startService({ ...common, nodeArgs: [...heapFlags, `--heapsnapshot-signal=SIGUSR2`, `--diagnostic-dir=${snapshotDirectory}`] });
-  log(`service pid ${service.pid} at ${service.url} (WORKERS=1${heapFlags.length ? `, ${heapFlags.join(' ')}` : ''})`);
+  log(`service pid ${service.pid} at ${service.url} (WORKERS=${WORKERS}${heapFlags.length ? `, ${heapFlags.join(' ')}` : ''})`);
   const api = new Api(service.url);
   const readings: Record<string, Memory & { at: string }> = {};
-  const read = (label: string) => {
-    readings[label] = { ...memoryOf(service.pid), at: new Date().toISOString() };
-    log(`${label}: VmRSS ${readings[label]!.rssMb} MB, VmHWM ${readings[label]!.hwmMb} MB`);
+  const read = async (label: string) => {
+    readings[label] = { ...(await memoryOf(service)), at: new Date().toISOString() };
+    const reading = readings[label]!;
+    log(`${label}: VmRSS ${reading.rssMb} MB, VmHWM ${reading.hwmMb} MB${reading.primaryRssMb === undefined ? '' : ` (largest of ${WORKERS} workers; primary ${reading.primaryRssMb} MB)`}`);
   };
-  read('started');
+  await read('started');
   const adminToken = await api.token('admin', 'Default', adminPassword, 'admin');
   if (!adminToken) throw new Error(`admin login failed: ${api.failures.join('; ')}`);
 
@@ -411,23 +459,23 @@ async function main(): Promise<number> {
   await workingSet(api, adminToken, password);
   const workingSetS = Math.round(performance.now() - started) / 1000;
   const requestsA = api.requests;
-  read('after working set');
+  await read('after working set');
   log('A again (the same requests: caches warm, nothing new to hold)');
   await workingSet(api, adminToken, password);
-  read('after working set ×2');
+  await read('after working set ×2');
 
   log('B: full lists');
   started = performance.now();
   const listed = await fullLists(api, adminToken);
   const fullListsS = Math.round(performance.now() - started) / 1000;
-  read('after full lists');
+  await read('after full lists');
   await new Promise((resolve) => setTimeout(resolve, 10_000));
-  read('10 s idle');
+  await read('10 s idle');
 
   let heap: ReturnType<typeof summariseSnapshot> | undefined;
   if (options['heap-snapshot'] || readings['after working set ×2']!.rssMb > TARGET_RSS_MB) {
     log('writing a heap snapshot of the worker');
-    const file = await heapSnapshot(service, snapshotDirectory);
+    const file = await heapSnapshot(readings['after working set ×2']!.pid, snapshotDirectory);
     if (file) heap = summariseSnapshot(file);
     else log('no heap snapshot appeared');
   }
@@ -438,8 +486,11 @@ async function main(): Promise<number> {
     `memory of one worker: ${USERS} users, ${PROJECTS} projects (${DOMAINS} domains), ${USERS} role assignments; PostgreSQL; ${options.compiled ? 'compiled bundle (--compiled)' : 'node --import=tsx src/main.ts'}${heapFlags.length ? ` ${heapFlags.join(' ')}` : ''}; node ${process.version}, ${os.availableParallelism()} cores, load ${os.loadavg().map((value) => value.toFixed(2)).join(' ')}`,
     `seeded in ${(seedMs / 1000).toFixed(1)} s; working set: ${requestsA} requests in ${workingSetS} s (${LOGINS} logins, ${CONCURRENCY} in flight); full lists in ${fullListsS} s (${Object.entries(listed).map(([name, size]) => `${name} ${size}`).join(', ')})`,
     '',
-    `${'when'.padEnd(24)}  ${'VmRSS MB'.padStart(9)}  ${'VmHWM MB'.padStart(9)}`,
-    ...rows.map(([label, memory]) => `${label.padEnd(24)}  ${memory.rssMb.toFixed(1).padStart(9)}  ${memory.hwmMb.toFixed(1).padStart(9)}`),
+    ...(WORKERS > 1 ? [`WORKERS=${WORKERS}: the largest worker's figures; the primary's RSS beside them`] : []),
+    `${'when'.padEnd(24)}  ${'VmRSS MB'.padStart(9)}  ${'VmHWM MB'.padStart(9)}${WORKERS > 1 ? `  ${'primary MB'.padStart(10)}` : ''}`,
+    ...rows.map(([label, memory]) => `${label.padEnd(24)}  ${memory.rssMb.toFixed(1).padStart(9)}  ${memory.hwmMb.toFixed(1).padStart(9)}${memory.primaryRssMb === undefined ? '' : `  ${memory.primaryRssMb.toFixed(1).padStart(10)}`}`),
+    '',
+    ...compositionTable(readings),
     '',
     `target ≤ ${TARGET_RSS_MB} MB RSS per worker: after the working set ${after.rssMb} MB → ${after.rssMb <= TARGET_RSS_MB ? 'MET' : 'NOT MET'}; ` +
       `peak including full lists ${readings['10 s idle']!.hwmMb} MB → ${readings['10 s idle']!.hwmMb <= TARGET_RSS_MB ? 'MET' : 'NOT MET'}`,
@@ -458,7 +509,7 @@ async function main(): Promise<number> {
       finishedAt: new Date().toISOString(),
       label: process.env.BENCH_LABEL ?? '',
       machine: { node: process.version, cores: os.availableParallelism(), cpu: os.cpus()[0]?.model, loadavgAfter: os.loadavg() },
-      settings: { compiled: Boolean(options.compiled), heapFlags, users: USERS, projects: PROJECTS, domains: DOMAINS, logins: LOGINS, reads: READS, concurrency: CONCURRENCY, hashCost: HASH_COST, database: DATABASE, service: service.settings },
+      settings: { compiled: Boolean(options.compiled), heapFlags, workers: WORKERS, users: USERS, projects: PROJECTS, domains: DOMAINS, logins: LOGINS, reads: READS, concurrency: CONCURRENCY, hashCost: HASH_COST, database: DATABASE, service: service.settings },
       seed: { ms: seedMs, steps: seedTimings, rows: tableSizes },
       requests: api.requests,
       failures: api.failures,
