@@ -3,8 +3,6 @@ import net from 'node:net';
 import path from 'node:path';
 import { MikroORM, type Options } from '@mikro-orm/core';
 import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
-import { Migrator } from '@mikro-orm/migrations';
-import { migrations } from '../../migrations/index.ts';
 import { allEntities } from './entities.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { DatabaseHealth } from './database-health.ts';
@@ -125,7 +123,6 @@ export class Store {
       driver: PostgreSqlDriver,
       clientUrl,
       entities: allEntities,
-      extensions: [Migrator],
       // PGlite is a single session: more than one connection would interleave transactions.
       // With PostgreSQL unreachable, a request fails within these bounds (then 503) instead of
       // waiting; connections that broke are dropped by the pool and new ones opened when it is back.
@@ -148,8 +145,8 @@ export class Store {
               ...(queryTimeoutMs > 0 ? { options: sessionTimeouts(queryTimeoutMs) } : {}),
             },
           },
+      // migrationsList is given by migrate(), which loads the migrations with the migrator.
       migrations: {
-        migrationsList: migrations,
         transactional: true,
         allOrNothing: true,
         tableName: 'mikro_orm_migrations',
@@ -190,7 +187,11 @@ export class Store {
     // A migration may rewrite a big table: its statements are not held to the query timeout.
     this.slowQueries.allowed = true;
     try {
-      const applied = await this.orm.getMigrator().up();
+      // Loaded here, not at start: a cluster worker never migrates, and the migrator (umzug and its
+      // command line) is ~4 MB of heap that would stay in every worker (bench/README.md, memory).
+      const [{ Migrator }, { migrations }] = await Promise.all([import('@mikro-orm/migrations'), import('../../migrations/index.ts')]);
+      this.orm.config.set('migrations', { ...this.orm.config.get('migrations'), migrationsList: migrations });
+      const applied = await new Migrator(this.orm.em).up();
       return applied.map((migration) => migration.name);
     } finally {
       this.slowQueries.allowed = false;

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import type { PGlite } from '@electric-sql/pglite';
+import type { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 
 export class DataDirectoryLockedError extends Error {
   override name = 'DataDirectoryLockedError';
@@ -22,6 +22,8 @@ export async function startEmbeddedPostgres(directory: string | 'memory'): Promi
   let db: PGlite | undefined;
   let server: PGLiteSocketServer | undefined;
   try {
+    // Loaded only for the embedded database: a service on PostgreSQL never holds PGlite's code.
+    const [{ PGlite }, { PGLiteSocketServer }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite-socket')]);
     if (directory !== 'memory') fs.mkdirSync(directory, { recursive: true, mode: 0o700 });
     db = new PGlite(directory === 'memory' ? undefined : directory);
     await db.waitReady;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
-import { Client, InvalidCredentialsError, ResultCodeError } from 'ldapts';
+import type { Client } from 'ldapts';
 import { UnavailableError } from '../../support/errors.ts';
 import type { LdapOptions } from './ldap-options.ts';
 
@@ -10,8 +10,10 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 // LDAP result codes that say the server cannot serve now (busy, unavailable, unwilling, other).
 const SERVER_UNAVAILABLE_CODES = new Set([51, 52, 53, 80]);
 
+type Ldapts = typeof import('ldapts');
+
 /** Whether an error means the directory could not be reached or answered in time (not an LDAP answer). */
-function isOutage(error: unknown): boolean {
+function isOutage(error: unknown, { ResultCodeError }: Ldapts): boolean {
   if (error instanceof ResultCodeError) return SERVER_UNAVAILABLE_CODES.has(error.code);
   return true;
 }
@@ -28,6 +30,8 @@ export class LdapPool {
   private open = 0;
   private readonly waiting: Array<(client: Client | Error) => void> = [];
   private closed = false;
+  /** ldapts, loaded with the first connection: a service without LDAP domains never holds its code. */
+  private ldapts: Promise<Ldapts> | undefined;
   private readonly tlsOptions: ConnectionOptions | undefined;
   /** tls_cacertfile could not be read: every connection fails (503), as Keystone refuses to connect (its IOError). */
   private readonly tlsProblem: Error | undefined;
@@ -61,8 +65,13 @@ export class LdapPool {
    * mutates them: a copy each time), with the URL's host, which tls.connect would otherwise take
    * to be "localhost" when checking the certificate's name.
    */
+  private library(): Promise<Ldapts> {
+    return (this.ldapts ??= import('ldapts'));
+  }
+
   private async connect(): Promise<Client> {
     if (this.tlsProblem) throw this.tlsProblem;
+    const { Client } = await this.library();
     const client = new Client({
       url: this.options.url,
       connectTimeout: this.connectTimeoutMs,
@@ -111,7 +120,7 @@ export class LdapPool {
         this.release(pooled.client);
         return result;
       } catch (error) {
-        if (!isOutage(error)) {
+        if (!isOutage(error, await this.library())) {
           this.release(pooled.client);
           throw error;
         }
@@ -133,8 +142,9 @@ export class LdapPool {
       await client.bind(dn, password);
       return true;
     } catch (error) {
-      if (error instanceof InvalidCredentialsError) return false;
-      if (error instanceof ResultCodeError && !isOutage(error)) return false;
+      const library = await this.library();
+      if (error instanceof library.InvalidCredentialsError) return false;
+      if (error instanceof library.ResultCodeError && !isOutage(error, library)) return false;
       throw UnavailableError.directory();
     } finally {
       if (client) await quietlyUnbind(client);
