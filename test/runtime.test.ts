@@ -20,6 +20,7 @@ t.test('the suite runs on the declared Node', async (t) => {
 t.test('the container and the benchmark start node with the flags of npm start', async (t) => {
   const flags = startNodeFlags();
   t.ok(flags.includes('--min-semi-space-size=16'), `npm start keeps the young generation at its loaded size: ${flags.join(' ')}`);
+  t.ok(flags.includes('--max-semi-space-size=16'), `and at Node 20's size, half of what Node 26 grows it to (32 MB per process): ${flags.join(' ')}`);
   const dockerfile = readFileSync(new URL('../Dockerfile', import.meta.url), 'utf8');
   const cmd = /^CMD (\[.*\])$/m.exec(dockerfile);
   t.ok(cmd, 'the Dockerfile has an exec-form CMD');
