@@ -41,8 +41,9 @@ export function heapSpaces(metricsText: string): Record<string, number> {
   for (const match of metricsText.matchAll(/^nodejs_heap_space_size_total_bytes\{(?:[^}]*,)?space="([^"]+)"[^}]*\} (\S+)$/gm)) {
     bytes[match[1]!] = (bytes[match[1]!] ?? 0) + Number(match[2]);
   }
-  const external = /^nodejs_external_memory_bytes(?:\{[^}]*\})? (\S+)$/m.exec(metricsText);
-  if (external) bytes['(external)'] = Number(external[1]);
+  for (const match of metricsText.matchAll(/^nodejs_external_memory_bytes(?:\{[^}]*\})? (\S+)$/gm)) {
+    bytes['(external)'] = (bytes['(external)'] ?? 0) + Number(match[1]);
+  }
   return Object.fromEntries(Object.entries(bytes).map(([name, value]) => [name, megabytes(value)]));
 }
 

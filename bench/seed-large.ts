@@ -197,12 +197,12 @@ function workerPids(primary: number): number[] {
 }
 
 async function memoryOf(service: ServiceProcess): Promise<Memory> {
-  const [pid] = (WORKERS > 1 ? workerPids(service.pid) : [service.pid]).map((pid) => ({ pid, ...statusMb(pid) })).sort((a, b) => b.rssMb - a.rssMb);
-  const mappings = mappingComposition(readFileSync(`/proc/${pid!.pid}/smaps`, 'utf8'), process.execPath);
+  const [largest] = (WORKERS > 1 ? workerPids(service.pid) : [service.pid]).map((pid) => ({ pid, ...statusMb(pid) })).sort((a, b) => b.rssMb - a.rssMb);
+  const mappings = mappingComposition(readFileSync(`/proc/${largest!.pid}/smaps`, 'utf8'), process.execPath);
   const metrics = await fetch(`${service.url}/metrics`);
   if (!metrics.ok) throw new Error(`GET /metrics answered ${metrics.status}`);
   const spaces = Object.fromEntries(Object.entries(heapSpaces(await metrics.text())).map(([space, mb]) => [space, Math.round((mb / WORKERS) * 10) / 10]));
-  return { ...pid!, mappings, heapSpaces: spaces, ...(WORKERS > 1 ? { primaryRssMb: statusMb(service.pid).rssMb } : {}) };
+  return { ...largest!, mappings, heapSpaces: spaces, ...(WORKERS > 1 ? { primaryRssMb: statusMb(service.pid).rssMb } : {}) };
 }
 
 /** One row per kind of memory, one column per reading: where the resident size went. */
@@ -214,11 +214,14 @@ function compositionTable(readings: Record<string, Memory>): string[] {
     kinds.sort((a, b) => (last[b] ?? 0) - (last[a] ?? 0));
     const width = Math.max(...labels.map((label) => label.length)) + 2;
     return [
-      `${title.padEnd(26)}${labels.map((label) => label.padStart(width)).join('')}`,
+      title,
+      `${''.padEnd(26)}${labels.map((label) => label.padStart(width)).join('')}`,
       ...kinds.map((kind) => `  ${kind.slice(0, 24).padEnd(24)}${labels.map((label) => (pick(readings[label]!)[kind] ?? 0).toFixed(1).padStart(width)).join('')}`),
     ];
   };
-  return [...rows('resident MB by mapping', (memory) => memory.mappings), '', ...rows('V8 heap committed MB', (memory) => memory.heapSpaces)];
+  // The series carry node:cluster's worker id, not a pid: with WORKERS > 1 the V8 figures are the workers' mean.
+  const heapTitle = WORKERS > 1 ? `V8 heap committed MB (mean of ${WORKERS} workers)` : 'V8 heap committed MB';
+  return [...rows(WORKERS > 1 ? 'resident MB by mapping (largest worker)' : 'resident MB by mapping', (memory) => memory.mappings), '', ...rows(heapTitle, (memory) => memory.heapSpaces)];
 }
 
 // ---- the workload -----------------------------------------------------------------------------

@@ -3,7 +3,7 @@
  *
  * Plain node then runs JavaScript: no TypeScript transform in the process (tsx costs ~77 MB of RSS
  * per process and start-up time). Dependencies stay external (resolved from node_modules at run
- * time), the migrations are bundled (src/store/database.ts imports migrations/index.ts statically),
+ * time), the migrations are bundled (in a chunk of their own, which Store.migrate() imports when it runs),
  * and config.ts finds policies/ relative to dist/ as it does relative to src/ (both are one level
  * below the checkout). Two entry points share chunks: dist/main.js (the service) and
  * dist/manage.js (the CLI; its lazily imported modules stay lazy).

@@ -145,7 +145,8 @@ export class Store {
               ...(queryTimeoutMs > 0 ? { options: sessionTimeouts(queryTimeoutMs) } : {}),
             },
           },
-      // migrationsList is given by migrate(), which loads the migrations with the migrator.
+      // migrationsList is given by migrate(), which loads the migrations with the migrator: go
+      // through migrate(), not orm.migrator (MikroORM would build one without the list).
       migrations: {
         transactional: true,
         allOrNothing: true,

@@ -12,9 +12,12 @@ const SERVER_UNAVAILABLE_CODES = new Set([51, 52, 53, 80]);
 
 type Ldapts = typeof import('ldapts');
 
-/** Whether an error means the directory could not be reached or answered in time (not an LDAP answer). */
-function isOutage(error: unknown, { ResultCodeError }: Ldapts): boolean {
-  if (error instanceof ResultCodeError) return SERVER_UNAVAILABLE_CODES.has(error.code);
+/**
+ * Whether an error means the directory could not be reached or answered in time (not an LDAP
+ * answer). Before ldapts is loaded (`library` undefined) no error can be one of its answers.
+ */
+function isOutage(error: unknown, library: Ldapts | undefined): boolean {
+  if (library && error instanceof library.ResultCodeError) return SERVER_UNAVAILABLE_CODES.has(error.code);
   return true;
 }
 
@@ -31,7 +34,7 @@ export class LdapPool {
   private readonly waiting: Array<(client: Client | Error) => void> = [];
   private closed = false;
   /** ldapts, loaded with the first connection: a service without LDAP domains never holds its code. */
-  private ldapts: Promise<Ldapts> | undefined;
+  private ldapts: Ldapts | undefined;
   private readonly tlsOptions: ConnectionOptions | undefined;
   /** tls_cacertfile could not be read: every connection fails (503), as Keystone refuses to connect (its IOError). */
   private readonly tlsProblem: Error | undefined;
@@ -65,13 +68,9 @@ export class LdapPool {
    * mutates them: a copy each time), with the URL's host, which tls.connect would otherwise take
    * to be "localhost" when checking the certificate's name.
    */
-  private library(): Promise<Ldapts> {
-    return (this.ldapts ??= import('ldapts'));
-  }
-
   private async connect(): Promise<Client> {
     if (this.tlsProblem) throw this.tlsProblem;
-    const { Client } = await this.library();
+    const { Client } = (this.ldapts ??= await import('ldapts'));
     const client = new Client({
       url: this.options.url,
       connectTimeout: this.connectTimeoutMs,
@@ -120,7 +119,7 @@ export class LdapPool {
         this.release(pooled.client);
         return result;
       } catch (error) {
-        if (!isOutage(error, await this.library())) {
+        if (!isOutage(error, this.ldapts)) {
           this.release(pooled.client);
           throw error;
         }
@@ -142,9 +141,9 @@ export class LdapPool {
       await client.bind(dn, password);
       return true;
     } catch (error) {
-      const library = await this.library();
-      if (error instanceof library.InvalidCredentialsError) return false;
-      if (error instanceof library.ResultCodeError && !isOutage(error, library)) return false;
+      const library = this.ldapts;
+      if (library && error instanceof library.InvalidCredentialsError) return false;
+      if (library && error instanceof library.ResultCodeError && !isOutage(error, library)) return false;
       throw UnavailableError.directory();
     } finally {
       if (client) await quietlyUnbind(client);
