@@ -35,8 +35,11 @@ function mappingKind(path: string, executable: string): string {
   return 'other files';
 }
 
-/** Committed MB of each V8 heap space (prom-client's names: new, old, code, trusted, large_object…), from /metrics text; all workers summed. */
-export function heapSpaces(metricsText: string): Record<string, number> {
+/**
+ * Committed MB of each V8 heap space (prom-client's names: new, old, code, trusted, large_object…),
+ * from /metrics text: all workers summed, divided by `divisor` (the worker count for their mean).
+ */
+export function heapSpaces(metricsText: string, divisor = 1): Record<string, number> {
   const bytes: Record<string, number> = {};
   for (const match of metricsText.matchAll(/^nodejs_heap_space_size_total_bytes\{(?:[^}]*,)?space="([^"]+)"[^}]*\} (\S+)$/gm)) {
     bytes[match[1]!] = (bytes[match[1]!] ?? 0) + Number(match[2]);
@@ -44,9 +47,10 @@ export function heapSpaces(metricsText: string): Record<string, number> {
   for (const match of metricsText.matchAll(/^nodejs_external_memory_bytes(?:\{[^}]*\})? (\S+)$/gm)) {
     bytes['(external)'] = (bytes['(external)'] ?? 0) + Number(match[1]);
   }
-  return Object.fromEntries(Object.entries(bytes).map(([name, value]) => [name, megabytes(value)]));
+  return Object.fromEntries(Object.entries(bytes).map(([name, value]) => [name, megabytes(value / divisor)]));
 }
 
-function megabytes(bytes: number): number {
+/** Bytes in MB, to 0.1. */
+export function megabytes(bytes: number): number {
   return Math.round(bytes / 1024 / 102.4) / 10;
 }

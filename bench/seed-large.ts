@@ -39,7 +39,7 @@ import { hashSync } from '@node-rs/bcrypt';
 import pg from 'pg';
 import { cleanup, compiledEntry, installSignalHandlers, onCleanup, ROOT, startService, tempDirectory, type ServiceProcess } from './processes.ts';
 import { writeResults } from './report.ts';
-import { heapSpaces, mappingComposition } from './memory-composition.ts';
+import { heapSpaces, mappingComposition, megabytes } from './memory-composition.ts';
 import { workerHeapFlags } from '../src/cluster.ts';
 import { loadConfig } from '../src/config.ts';
 
@@ -186,7 +186,7 @@ interface Memory {
 function statusMb(pid: number): { rssMb: number; hwmMb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { rssMb: Math.round(kb('VmRSS') / 102.4) / 10, hwmMb: Math.round(kb('VmHWM') / 102.4) / 10 };
+  return { rssMb: megabytes(kb('VmRSS') * 1024), hwmMb: megabytes(kb('VmHWM') * 1024) };
 }
 
 /** The cluster's workers: the primary's child processes. */
@@ -201,8 +201,7 @@ async function memoryOf(service: ServiceProcess): Promise<Memory> {
   const mappings = mappingComposition(readFileSync(`/proc/${largest!.pid}/smaps`, 'utf8'), process.execPath);
   const metrics = await fetch(`${service.url}/metrics`);
   if (!metrics.ok) throw new Error(`GET /metrics answered ${metrics.status}`);
-  const spaces = Object.fromEntries(Object.entries(heapSpaces(await metrics.text())).map(([space, mb]) => [space, Math.round((mb / WORKERS) * 10) / 10]));
-  return { ...largest!, mappings, heapSpaces: spaces, ...(WORKERS > 1 ? { primaryRssMb: statusMb(service.pid).rssMb } : {}) };
+  return { ...largest!, mappings, heapSpaces: heapSpaces(await metrics.text(), WORKERS), ...(WORKERS > 1 ? { primaryRssMb: statusMb(service.pid).rssMb } : {}) };
 }
 
 /** One row per kind of memory, one column per reading: where the resident size went. */
@@ -353,8 +352,8 @@ function summariseSnapshot(file: string): { totalMb: number; top: { name: string
   const top = [...groups.entries()]
     .sort((a, b) => b[1].bytes - a[1].bytes)
     .slice(0, 15)
-    .map(([name, { count, bytes }]) => ({ name, count, mb: Math.round(bytes / 104857.6) / 10 }));
-  return { totalMb: Math.round(total / 104857.6) / 10, top };
+    .map(([name, { count, bytes }]) => ({ name, count, mb: megabytes(bytes) }));
+  return { totalMb: megabytes(total), top };
 }
 
 async function heapSnapshot(pid: number, directory: string): Promise<string | undefined> {

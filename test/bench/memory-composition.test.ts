@@ -57,4 +57,5 @@ t.test("V8's spaces come from the service's own /metrics rendering, workers summ
   t.ok(Math.abs(both.old! - 2 * single.old!) <= 0.15, `two workers' old space ${both.old} MB is twice one's ${single.old} MB`);
   t.ok(Math.abs(both.new! - 2 * single.new!) <= 0.15, `and their young generations ${both.new} MB`);
   t.ok(Math.abs(both['(external)']! - 2 * single['(external)']!) <= 0.15, `and their external memory ${both['(external)']} MB`);
+  t.same(heapSpaces(text + text.replaceAll('worker="1"', 'worker="2"'), 2), single, "divided by two, two such workers' mean is one's figures");
 });
