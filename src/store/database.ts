@@ -6,7 +6,7 @@ import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
 import { allEntities } from './entities.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { DatabaseHealth } from './database-health.ts';
-import { withRunningConnectDeadline } from './connect-deadline.ts';
+import { runningDeadline, withRunningConnectDeadline } from './connect-deadline.ts';
 import { TableWriteRecorder, type TableWrites } from './table-writes.ts';
 import { DatabaseUnreachableError, databaseUnreachableReason, isDatabaseBusy } from './unavailable.ts';
 
@@ -331,16 +331,17 @@ class DatabaseProbe {
 
   async run(timeoutMs = this.timeoutMs): Promise<void> {
     if (this.closed) return;
-    let timer: NodeJS.Timeout | undefined;
+    let cancel: (() => void) | undefined;
     let timedOut = false;
     const deadline = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => {
-        // After the I/O of this loop turn: an answer that arrived while the process was busy counts.
+      // Counted in time this process ran (an opening held up mid-way still has round trips to make),
+      // and decided after the I/O of that loop turn: an answer that arrived meanwhile counts.
+      cancel = runningDeadline(timeoutMs, () =>
         setImmediate(() => {
           timedOut = true;
           reject(new Error(`database read timeout: no answer from PostgreSQL in ${timeoutMs} ms`));
-        });
-      }, timeoutMs);
+        }),
+      );
     });
     deadline.catch(() => {});
     try {
@@ -366,7 +367,7 @@ class DatabaseProbe {
       this.connection = undefined;
       throw error;
     } finally {
-      clearTimeout(timer);
+      cancel?.();
     }
   }
 

@@ -1,5 +1,5 @@
-import t from 'tap';
-import { Store } from '../../src/store/database.ts';
+import t, { type Test } from 'tap';
+import { Store, type StoreOptions } from '../../src/store/database.ts';
 import { runningDeadline } from '../../src/store/connect-deadline.ts';
 import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
 import { startTcpRelay } from '../helpers/tcp-relay.ts';
@@ -12,9 +12,10 @@ function holdEventLoop(ms: number): void {
   while (performance.now() < until);
 }
 
-t.test('a connection opened while the event loop is held up past the connect timeout still opens', async (t) => {
+/** A store on a database of its own, its health watched; `changes` lists every change of reachability. */
+async function watchedStore(t: Test, options: Omit<StoreOptions, 'databaseUrl'>): Promise<{ store: Store; changes: boolean[] }> {
   const database = await createTestDatabase(SERVER);
-  const store = await Store.open({ databaseUrl: database.url!, connectTimeoutMs: 200, queryTimeoutMs: 2000 });
+  const store = await Store.open({ databaseUrl: database.url!, ...options });
   store.watchHealth();
   const changes: boolean[] = [];
   store.health.onChange((reachable) => changes.push(reachable));
@@ -22,6 +23,11 @@ t.test('a connection opened while the event loop is held up past the connect tim
     await store.close();
     await database.drop();
   });
+  return { store, changes };
+}
+
+t.test('a connection opened while the event loop is held up past the connect timeout still opens', async (t) => {
+  const { store, changes } = await watchedStore(t, { connectTimeoutMs: 200, queryTimeoutMs: 2000 });
   await store.ping();
   // Two at once: the second needs a new pooled connection, whose opening starts now and is then held up.
   const queries = [1, 2].map((n) => store.reader().getConnection().execute(`select ${n} as n`));
@@ -32,6 +38,24 @@ t.test('a connection opened while the event loop is held up past the connect tim
   t.same(answers.map((answer) => answer.status), ['fulfilled', 'fulfilled'], 'pg\'s plain timer would have destroyed the second connection ("timeout expired")');
   t.equal(store.health.reachable, true);
   t.same(changes, [], 'never taken for a partition');
+});
+
+t.test('the health probe opening its connection while the event loop is held up past its timeout does not take the database for unreachable', async (t) => {
+  // The probe's interval and timeout: min(query timeout, 1 s).
+  const { store, changes } = await watchedStore(t, { queryTimeoutMs: 300 });
+  // The first probe opens the probe's own connection (TCP, startup, then the query): held up after its first step.
+  const probing = store.health.runProbe();
+  holdEventLoop(700);
+  await probing;
+  t.equal(store.health.reachable, true, 'a plain timer would have failed the probe: the opening had several round trips left');
+  t.same(changes, [], 'never taken for a partition');
+  // And once open, a probe held up while its query is answered.
+  const again = store.health.runProbe();
+  await new Promise((resolve) => setImmediate(resolve));
+  holdEventLoop(700);
+  await again;
+  t.equal(store.health.reachable, true, 'a probe held up while its query was answered');
+  t.same(changes, []);
 });
 
 t.test('an early wake-up of the idle timer does not drop a query unanswered for less than the query timeout', async (t) => {

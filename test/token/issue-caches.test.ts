@@ -327,8 +327,9 @@ t.test('two nodes sharing PostgreSQL and Redis: a change on one reaches the othe
   const passwordAuth = (user: Record<string, unknown>, password: string, scope: unknown) => ({
     auth: { identity: { methods: ['password'], password: { user: { ...user, password } } }, scope },
   });
-  const admin = (await call(a, 'POST', '/v3/auth/tokens', passwordAuth({ name: 'admin', domain: { id: 'default' } }, ADMIN_PASSWORD, { system: { all: true } }))).token;
-  t.ok(admin);
+  const adminLogin = await call(a, 'POST', '/v3/auth/tokens', passwordAuth({ name: 'admin', domain: { id: 'default' } }, ADMIN_PASSWORD, { system: { all: true } }));
+  t.equal(adminLogin.status, 201, 'the admin logs in on A', { body: adminLogin.body });
+  const admin = adminLogin.token;
   const member = (await call(a, 'GET', '/v3/roles?name=member', undefined, admin)).body.roles[0].id;
   const project = (await call(a, 'POST', '/v3/projects', { project: { name: 'two-nodes' } }, admin)).body.project;
   const user = (await call(a, 'POST', '/v3/users', { user: { name: 'two-nodes-user', password: 'Pw-1' } }, admin)).body.user;
