@@ -27,22 +27,41 @@ export class DatabaseHealth {
   private unreachableSince = 0;
   private readonly listeners = new Set<(reachable: boolean, detail: { reason: string; unreachableForMs: number }) => void>();
   private timer: NodeJS.Timeout | undefined;
+  /** Set from start() to stop(): the background probe runs (and a suspicion can be confirmed). */
+  private watching = false;
 
   constructor(
     private readonly probe: (timeoutMs?: number) => Promise<void>,
     readonly options: DatabaseHealthOptions,
   ) {}
 
-  /** Starts the background probe. */
+  /** Starts the background probe: one every interval, counted from the start of the one before. */
   start(): void {
-    clearInterval(this.timer);
-    this.timer = setInterval(() => void this.runProbe(), this.options.probeIntervalMs);
-    this.timer.unref();
+    this.watching = true;
+    this.scheduleProbe(this.options.probeIntervalMs);
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.watching = false;
+    clearTimeout(this.timer);
     this.timer = undefined;
+  }
+
+  /**
+   * Not a plain interval: a probe on a dead connection gives up after a whole interval (and decides
+   * after that loop turn's I/O), so an interval's tick would find it still running, join it, and the
+   * next probe would start one interval later: two intervals between a partition's end and its
+   * notice. Here the next probe starts an interval after the last one started, at once if that is past.
+   */
+  private scheduleProbe(delayMs: number): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      const startedAt = performance.now();
+      void this.runProbe().finally(() => {
+        if (this.watching) this.scheduleProbe(Math.max(0, startedAt + this.options.probeIntervalMs - performance.now()));
+      });
+    }, delayMs);
+    this.timer.unref();
   }
 
   /** Hears every change of `reachable`; returns a function that stops listening. */
@@ -59,7 +78,7 @@ export class DatabaseHealth {
    */
   suspect(reason: string): void {
     // Unwatched (the manage CLI, a cluster's first process): nothing would ever find it back.
-    if (!this.reachable || !this.timer) return;
+    if (!this.reachable || !this.watching) return;
     this.suspectedReason = reason;
     void this.runProbe(this.options.confirmTimeoutMs ?? Math.max(100, Math.floor(this.options.probeIntervalMs / 2)));
   }
@@ -82,7 +101,7 @@ export class DatabaseHealth {
   /** The probe failed: stop waiting on the database. */
   markUnreachable(reason: string): void {
     // Unwatched (the manage CLI, a cluster's first process): nothing would ever find it back.
-    if (!this.reachable || !this.timer) return;
+    if (!this.reachable || !this.watching) return;
     this.reachable = false;
     this.partitions++;
     this.lastReason = reason;

@@ -168,7 +168,8 @@ export class Store {
     }
     // The probe runs at least every second (every query timeout when shorter) and must connect and
     // answer within that interval: an idle node is not ready at most two intervals into a
-    // partition, and ready again at most two intervals after it (no probe waits out a dead connection).
+    // partition, and ready again about one interval after it (the probe under way on a dead connection
+    // gives up after one, and the next starts at once).
     const probeIntervalMs = Math.min(queryTimeoutMs > 0 ? queryTimeoutMs : DATABASE_TIMEOUT_DEFAULTS.queryTimeoutMs, 1000);
     const probe = new DatabaseProbe(orm, probeIntervalMs);
     health = new DatabaseHealth((timeoutMs) => probe.run(timeoutMs), { probeIntervalMs });

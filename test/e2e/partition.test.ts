@@ -284,7 +284,8 @@ for (const withRedis of [true, false]) {
       t.equal((await requests['validation ?nocatalog']!()).status, 503);
     }
 
-    // The partition heals: ready again within two probe intervals (1 s each), everything served without a restart.
+    // The partition heals: ready again within about one probe interval (1 s: the probe under way gives up, the next
+    // starts at once), bounded here by two; everything served without a restart.
     world.postgres.restore();
     const healedAt = Date.now();
     t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 200, 5000, 20), 'ready again');

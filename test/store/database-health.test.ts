@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap';
+import { DatabaseHealth } from '../../src/store/database-health.ts';
 import { Store } from '../../src/store/database.ts';
 import { databaseUnavailable, isDatabaseKnownUnreachable } from '../../src/store/unavailable.ts';
 import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
@@ -189,4 +190,29 @@ t.test('the probe waits no longer than its interval (1 s), whatever the query an
   t.ok(await eventually(() => store.health.reachable, 10_000, 20));
   const backMs = Date.now() - healedAt;
   t.ok(backMs < 2 * 1000 + 1000, `reachable ${backMs} ms after the partition ended: within two intervals, not the 4 s connect timeout`);
+});
+
+t.test('a probe that gives up on a dead connection is followed at once: back within one interval of the partition ending, not two', async (t) => {
+  const INTERVAL_MS = 400;
+  const started: number[] = [];
+  let healed = false;
+  let healedAt = 0;
+  // As DatabaseProbe does on a silent connection: it gives up after its interval, deciding after that loop turn's I/O.
+  const health = new DatabaseHealth((timeoutMs = INTERVAL_MS) => {
+    started.push(performance.now());
+    if (healed) return Promise.resolve();
+    if (started.length === 3) {
+      // The partition ends just after this probe set off on the dead path.
+      healed = true;
+      healedAt = performance.now();
+    }
+    return new Promise((_resolve, reject) => setTimeout(() => setImmediate(() => reject(new Error('database read timeout'))), timeoutMs));
+  }, { probeIntervalMs: INTERVAL_MS });
+  health.start();
+  t.teardown(() => health.stop());
+  health.markUnreachable('cut off');
+  t.ok(await eventually(() => health.reachable, 10 * INTERVAL_MS, 5), 'reachable again');
+  const backMs = performance.now() - healedAt;
+  t.ok(backMs < 1.5 * INTERVAL_MS, `back ${Math.round(backMs)} ms after the partition ended (interval ${INTERVAL_MS} ms; a beat skipped would take two)`);
+  t.ok(started.length >= 4, 'the probe that found it back was the one after the dead one');
 });
