@@ -25,6 +25,17 @@ export function mappingComposition(smaps: string, executable: string): MappingCo
   return Object.fromEntries(Object.entries(kb).map(([name, value]) => [name, megabytes(value * 1024)]));
 }
 
+/**
+ * Proportional set size in MB (the sum of smaps' `Pss:`): each page counted once, shared pages divided
+ * among the processes that map them. A node's workers share node's binary (its text is ~50 MB of every
+ * worker's RSS), so a node's memory is its processes' PSS summed, where their RSS would count it in each.
+ */
+export function proportionalMb(smaps: string): number {
+  let kb = 0;
+  for (const match of smaps.matchAll(/^Pss:\s+(\d+) kB/gm)) kb += Number(match[1]);
+  return megabytes(kb * 1024);
+}
+
 function mappingKind(path: string, executable: string): string {
   if (path === '') return 'anonymous';
   if (path === '[heap]') return 'malloc heap';

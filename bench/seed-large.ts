@@ -39,7 +39,7 @@ import { hashSync } from '@node-rs/bcrypt';
 import pg from 'pg';
 import { cleanup, compiledEntry, installSignalHandlers, onCleanup, ROOT, startService, tempDirectory, type ServiceProcess } from './processes.ts';
 import { writeResults } from './report.ts';
-import { heapSpaces, mappingComposition, megabytes } from './memory-composition.ts';
+import { heapSpaces, mappingComposition, megabytes, proportionalMb } from './memory-composition.ts';
 import { workerHeapFlags } from '../src/cluster.ts';
 import { loadConfig } from '../src/config.ts';
 
@@ -175,6 +175,8 @@ interface Memory {
   pid: number;
   rssMb: number;
   hwmMb: number;
+  /** Proportional set size (shared pages divided among the processes sharing them). */
+  pssMb: number;
   /** Resident MB by kind of mapping (bench/memory-composition.ts). */
   mappings: Record<string, number>;
   /** Committed MB of each V8 heap space, from the service's /metrics (with --workers > 1 the workers' mean). */
@@ -198,10 +200,11 @@ function workerPids(primary: number): number[] {
 
 async function memoryOf(service: ServiceProcess): Promise<Memory> {
   const [largest] = (WORKERS > 1 ? workerPids(service.pid) : [service.pid]).map((pid) => ({ pid, ...statusMb(pid) })).sort((a, b) => b.rssMb - a.rssMb);
-  const mappings = mappingComposition(readFileSync(`/proc/${largest!.pid}/smaps`, 'utf8'), process.execPath);
+  const smaps = readFileSync(`/proc/${largest!.pid}/smaps`, 'utf8');
+  const mappings = mappingComposition(smaps, process.execPath);
   const metrics = await fetch(`${service.url}/metrics`);
   if (!metrics.ok) throw new Error(`GET /metrics answered ${metrics.status}`);
-  return { ...largest!, mappings, heapSpaces: heapSpaces(await metrics.text(), WORKERS), ...(WORKERS > 1 ? { primaryRssMb: statusMb(service.pid).rssMb } : {}) };
+  return { ...largest!, pssMb: proportionalMb(smaps), mappings, heapSpaces: heapSpaces(await metrics.text(), WORKERS), ...(WORKERS > 1 ? { primaryRssMb: statusMb(service.pid).rssMb } : {}) };
 }
 
 /** One row per kind of memory, one column per reading: where the resident size went. */
@@ -450,7 +453,7 @@ async function main(): Promise<number> {
   const read = async (label: string) => {
     readings[label] = { ...(await memoryOf(service)), at: new Date().toISOString() };
     const reading = readings[label]!;
-    log(`${label}: VmRSS ${reading.rssMb} MB, VmHWM ${reading.hwmMb} MB${reading.primaryRssMb === undefined ? '' : ` (largest of ${WORKERS} workers; primary ${reading.primaryRssMb} MB)`}`);
+    log(`${label}: VmRSS ${reading.rssMb} MB, VmHWM ${reading.hwmMb} MB, PSS ${reading.pssMb} MB${reading.primaryRssMb === undefined ? '' : ` (largest of ${WORKERS} workers; primary ${reading.primaryRssMb} MB)`}`);
   };
   await read('started');
   const adminToken = await api.token('admin', 'Default', adminPassword, 'admin');
@@ -489,13 +492,14 @@ async function main(): Promise<number> {
     `seeded in ${(seedMs / 1000).toFixed(1)} s; working set: ${requestsA} requests in ${workingSetS} s (${LOGINS} logins, ${CONCURRENCY} in flight); full lists in ${fullListsS} s (${Object.entries(listed).map(([name, size]) => `${name} ${size}`).join(', ')})`,
     '',
     ...(WORKERS > 1 ? [`WORKERS=${WORKERS}: the largest worker's figures; the primary's RSS beside them`] : []),
-    `${'when'.padEnd(24)}  ${'VmRSS MB'.padStart(9)}  ${'VmHWM MB'.padStart(9)}${WORKERS > 1 ? `  ${'primary MB'.padStart(10)}` : ''}`,
-    ...rows.map(([label, memory]) => `${label.padEnd(24)}  ${memory.rssMb.toFixed(1).padStart(9)}  ${memory.hwmMb.toFixed(1).padStart(9)}${memory.primaryRssMb === undefined ? '' : `  ${memory.primaryRssMb.toFixed(1).padStart(10)}`}`),
+    `${'when'.padEnd(24)}  ${'VmRSS MB'.padStart(9)}  ${'VmHWM MB'.padStart(9)}  ${'PSS MB'.padStart(7)}${WORKERS > 1 ? `  ${'primary MB'.padStart(10)}` : ''}`,
+    ...rows.map(([label, memory]) => `${label.padEnd(24)}  ${memory.rssMb.toFixed(1).padStart(9)}  ${memory.hwmMb.toFixed(1).padStart(9)}  ${memory.pssMb.toFixed(1).padStart(7)}${memory.primaryRssMb === undefined ? '' : `  ${memory.primaryRssMb.toFixed(1).padStart(10)}`}`),
     '',
     ...compositionTable(readings),
     '',
     `target ≤ ${TARGET_RSS_MB} MB RSS per worker: after the working set ${after.rssMb} MB → ${after.rssMb <= TARGET_RSS_MB ? 'MET' : 'NOT MET'}; ` +
       `peak including full lists ${readings['10 s idle']!.hwmMb} MB → ${readings['10 s idle']!.hwmMb <= TARGET_RSS_MB ? 'MET' : 'NOT MET'}`,
+    `PSS after the working set ${after.pssMb} MB: pages shared with other processes (node's binary: the node's other workers and primary, and this bench's own node) divided among them`,
   ];
   if (heap) {
     table.push('', `heap snapshot: ${heap.totalMb} MB of objects; largest groups (self size):`);

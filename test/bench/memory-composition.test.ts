@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { heapSpaces, mappingComposition } from '../../bench/memory-composition.ts';
+import { heapSpaces, mappingComposition, proportionalMb } from '../../bench/memory-composition.ts';
 import { ServiceMetrics } from '../../src/metrics/service-metrics.ts';
 
 // npm run bench:memory says what a worker's resident memory is made of; these read real inputs.
@@ -58,4 +58,13 @@ t.test("V8's spaces come from the service's own /metrics rendering, workers summ
   t.ok(Math.abs(both.new! - 2 * single.new!) <= 0.15, `and their young generations ${both.new} MB`);
   t.ok(Math.abs(both['(external)']! - 2 * single['(external)']!) <= 0.15, `and their external memory ${both['(external)']} MB`);
   t.same(heapSpaces(text + text.replaceAll('worker="1"', 'worker="2"'), 2), single, "divided by two, two such workers' mean is one's figures");
+});
+
+t.test('PSS sums the proportional sizes; on a real process it is at most its RSS', async (t) => {
+  const smaps = ['00400000-00600000 r-xp 00000000 fe:01 123 /opt/node/bin/node', 'Rss:   2048 kB', 'Pss:   1024 kB', '00600000-00700000 rw-p 00000000 00:00 0', 'Rss:   1024 kB', 'Pss:   1024 kB'].join('\n');
+  t.equal(proportionalMb(smaps), 2, 'the binary shared by two processes counts half');
+  const own = readFileSync('/proc/self/smaps', 'utf8');
+  const rss = Object.values(mappingComposition(own, process.execPath)).reduce((sum, mb) => sum + mb, 0);
+  const pss = proportionalMb(own);
+  t.ok(pss > 0 && pss <= rss + 0.5, `PSS ${pss} MB, RSS ${rss.toFixed(1)} MB`);
 });
