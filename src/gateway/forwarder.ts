@@ -90,6 +90,8 @@ export class Forwarder {
     const pool = this.pool(target.origin);
     const hasBody = request.headers['content-length'] !== undefined ? request.headers['content-length'] !== '0' : request.headers['transfer-encoding'] !== undefined;
     const exchange = new Exchange(request, response, hasBody, this.deadlines, target.responseHeaders, rewriteLocation, settled, failed);
+    // Owed from now: a request waiting for a connection (every one busy) waits on the same deadline.
+    this.deadlines.awaitHeaders(exchange);
     pool.dispatch({ path: target.path, method: request.method ?? 'GET', headers: target.headers, body: hasBody ? request : null }, exchange);
   }
 
@@ -116,9 +118,11 @@ export class Forwarder {
 /**
  * One request's upstream handler (onConnect, onHeaders, onData, onComplete, onError). It reports
  * once: with the upstream's status when its headers have been written to the client, or with the
- * failure before that. Its deadlines: the response headers are owed from when the request is on its
- * way whole (for a request with a body, once the client has sent all of it: a slow upload is not a
- * slow upstream); then each piece of the body, except while the client's socket is full.
+ * failure before that. Its deadlines: the response headers are owed from when the request came,
+ * waiting for a connection included (for a request with a body, counted again once the client has
+ * sent all of it: a slow upload is not a slow upstream); then each piece of the body, except while
+ * the client's socket is full. Ended before it had a connection (its client gone, its deadline
+ * passed), it reports at once and is abandoned: the pool drops it.
  */
 class Exchange implements DeadlineEntry, UpstreamHandler {
   deadlineList: DeadlineList | undefined = undefined;
@@ -156,10 +160,17 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
     else response.on('close', () => this.onClientClose());
   }
 
+  /** Ended while its request waited for a connection: the pool drops the request. */
+  get abandoned(): boolean {
+    return this.completed;
+  }
+
   private onClientClose(): void {
     if (this.completed) return;
     this.clientGone = true;
-    this.abortUpstream?.(new UpstreamError('aborted', 'The client went away'));
+    const error = new UpstreamError('aborted', 'The client went away');
+    if (this.abortUpstream) this.abortUpstream(error);
+    else this.onError(error); // still waiting for a connection
   }
 
   onConnect(abort: (reason?: Error) => void): void {
@@ -168,8 +179,12 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
       return;
     }
     this.abortUpstream = abort;
-    if (!this.hasBody || this.request.complete) this.deadlines.awaitHeaders(this);
-    else this.request.once('end', () => this.bodySent());
+    // The headers' deadline runs from when the request came (forward()); a body still on its way
+    // stops it until the client has sent it all.
+    if (this.hasBody && !this.request.complete) {
+      this.deadlines.release(this);
+      this.request.once('end', () => this.bodySent());
+    }
   }
 
   private bodySent(): void {
@@ -178,7 +193,12 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
 
   /** A deadline passed: the upstream is cut off (onError follows, with this error). */
   expire(): void {
-    this.abortUpstream?.(
+    if (!this.abortUpstream) {
+      // Every connection to the upstream stayed busy: answered now, and never sent.
+      this.onError(new UpstreamError('response-timeout', 'The upstream did not answer in time (no connection to it came free)'));
+      return;
+    }
+    this.abortUpstream(
       this.settled ? new UpstreamError('body-timeout', 'The upstream paused its body too long') : new UpstreamError('response-timeout', 'The upstream did not answer in time'),
     );
   }
@@ -236,6 +256,7 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
   }
 
   onError(error: Error): void {
+    if (this.completed) return;
     this.completed = true;
     this.deadlines.release(this);
     if (this.answeredByGateway) {

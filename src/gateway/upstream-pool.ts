@@ -38,6 +38,11 @@ export interface UpstreamHandler {
   onData(chunk: Buffer): boolean;
   onComplete(): void;
   onError(error: Error): void;
+  /**
+   * True once the exchange has ended while its request waited for a connection (its client went
+   * away, or its deadline passed, and it reported so itself): the request is dropped, never sent.
+   */
+  readonly abandoned?: boolean;
 }
 
 export interface UpstreamRequest {
@@ -330,19 +335,22 @@ export class UpstreamPool {
     this.assign(pending);
   }
 
+  /** The first waiting request that still wants a connection (abandoned ones are dropped on the way). */
   private nextWaiting(): Pending | undefined {
-    if (this.waitingHead >= this.waiting.length) return undefined;
-    const next = this.waiting[this.waitingHead]!;
-    this.waiting[this.waitingHead++] = undefined as unknown as Pending;
-    if (this.waitingHead === this.waiting.length) {
-      this.waiting.length = 0;
-      this.waitingHead = 0;
-    } else if (this.waitingHead >= 1024 && this.waitingHead * 2 >= this.waiting.length) {
-      // Never empty under steady saturation: the slots already taken are dropped now and then.
-      this.waiting.splice(0, this.waitingHead);
-      this.waitingHead = 0;
+    for (;;) {
+      if (this.waitingHead >= this.waiting.length) return undefined;
+      const next = this.waiting[this.waitingHead]!;
+      this.waiting[this.waitingHead++] = undefined as unknown as Pending;
+      if (this.waitingHead === this.waiting.length) {
+        this.waiting.length = 0;
+        this.waitingHead = 0;
+      } else if (this.waitingHead >= 1024 && this.waitingHead * 2 >= this.waiting.length) {
+        // Never empty under steady saturation: the slots already taken are dropped now and then.
+        this.waiting.splice(0, this.waitingHead);
+        this.waitingHead = 0;
+      }
+      if (!next.handler.abandoned) return next;
     }
-    return next;
   }
 
   /** Closes the idle connections past their time (the pool's interval calls it). */
@@ -358,7 +366,9 @@ export class UpstreamPool {
   close(): Promise<void> {
     this.closed = true;
     clearInterval(this.sweeper);
-    for (const pending of this.waiting.splice(this.waitingHead)) pending.handler.onError(new UpstreamError('closed', 'The upstream pool is closed'));
+    for (const pending of this.waiting.splice(this.waitingHead)) {
+      if (!pending.handler.abandoned) pending.handler.onError(new UpstreamError('closed', 'The upstream pool is closed'));
+    }
     this.waitingHead = 0;
     for (const connection of this.idle) connection.socket.destroy();
     if (this.open === 0) return Promise.resolve();

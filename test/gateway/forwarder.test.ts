@@ -31,6 +31,8 @@ interface Upstream {
   bodies: Map<string, string>;
   /** Resolves with the path of each request whose connection the forwarder closed before its answer was whole. */
   cut: Promise<string>;
+  /** Connections the forwarder has opened to it so far. */
+  connections(): number;
 }
 
 async function startUpstream(t: { teardown(fn: () => unknown): void }): Promise<Upstream> {
@@ -52,6 +54,20 @@ async function startUpstream(t: { teardown(fn: () => unknown): void }): Promise<
         response.write('the first part'); // and nothing more
         return;
       }
+      if (path === '/trickle') {
+        // A steady body: a piece every 50 ms for ~1.2 s, so neither deadline ever passes.
+        response.writeHead(200, { 'content-type': 'text/plain' });
+        let pieces = 0;
+        const timer = setInterval(() => {
+          response.write(`piece ${pieces}\n`);
+          if (++pieces === 24) {
+            clearInterval(timer);
+            response.end();
+          }
+        }, 50);
+        response.on('close', () => clearInterval(timer));
+        return;
+      }
       if (path === '/big') {
         response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(BIG.length) });
         response.end(BIG);
@@ -61,16 +77,18 @@ async function startUpstream(t: { teardown(fn: () => unknown): void }): Promise<
       response.end(`received ${body.length} bytes`);
     });
   });
+  let connections = 0;
+  server.on('connection', () => connections++);
   const origin = await listen(server);
   t.teardown(() => closeServer(server));
-  return { origin, bodies, cut };
+  return { origin, bodies, cut, connections: () => connections };
 }
 
 /** A front server that forwards every request to `origin` and records each outcome. */
 async function startFront(
   t: { teardown(fn: () => unknown): void },
   origin: string,
-  timeouts: { responseTimeoutMs: number; bodyTimeoutMs: number },
+  timeouts: { responseTimeoutMs: number; bodyTimeoutMs: number; connectionsPerUpstream?: number },
   createPool?: PoolFactory,
 ): Promise<{ url: string; results: ForwardResult[] }> {
   const forwarder = new Forwarder({ connectTimeoutMs: 1000, connectionsPerUpstream: 4, ...timeouts }, createPool);
@@ -95,6 +113,14 @@ async function startFront(
     await forwarder.close();
   });
   return { url, results };
+}
+
+/** Polls `check` every 10 ms, for at most 5 s. */
+async function waitUntil(check: () => boolean): Promise<void> {
+  for (let waited = 0; !check(); waited += 10) {
+    if (waited > 5000) throw new Error('waited 5 s in vain');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 interface Received {
@@ -169,6 +195,45 @@ t.test('an upstream that does not answer in time: a timeout, and its connection 
   t.equal(front.results.length, 1);
   t.equal(front.results[0]!.failure?.kind, 'timeout');
   t.equal(await upstream.cut, '/slow-headers', 'the upstream request was abandoned');
+});
+
+t.test('a request waiting for a connection owes its answer from when it came: past its deadline it is answered 504 and never sent', async (t) => {
+  const upstream = await startUpstream(t);
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 300, bodyTimeoutMs: 60_000, connectionsPerUpstream: 1 });
+  let firstDone = false;
+  const first = call(front.url, '/trickle').finally(() => (firstDone = true));
+  await waitUntil(() => upstream.bodies.has('/trickle'));
+  // The one connection carries the trickle for ~1.2 s: this request waits for it.
+  const waiting = await call(front.url, '/hello');
+  t.equal(waiting.status, 504);
+  t.notOk(firstDone, 'answered when its deadline passed, while the trickle still held the connection');
+  t.match(front.results, [{ status: 200 }, { status: 0, failure: { kind: 'timeout' } }]);
+  const whole = await first;
+  t.equal(whole.status, 200);
+  t.equal(whole.body.split('\n').length, 25, 'the exchange under way was not disturbed');
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.notOk(upstream.bodies.has('/hello'), 'the request past its deadline never reached the upstream');
+  t.equal(upstream.connections(), 1);
+});
+
+t.test('a client that goes away while its request waits for a connection: reported at once, never sent, and the connection kept', async (t) => {
+  const upstream = await startUpstream(t);
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 5_000, bodyTimeoutMs: 60_000, connectionsPerUpstream: 1 });
+  let firstDone = false;
+  const first = call(front.url, '/trickle').finally(() => (firstDone = true));
+  await waitUntil(() => upstream.bodies.has('/trickle'));
+  const gone = http.get(`${front.url}/hello`);
+  gone.on('error', () => undefined);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  gone.destroy();
+  await waitUntil(() => front.results.length === 2);
+  t.match(front.results, [{ status: 200 }, { status: 0, failure: { kind: 'aborted' } }]);
+  t.notOk(firstDone, 'reported while the trickle still held the connection');
+  t.equal((await first).status, 200);
+  const next = await call(front.url, '/again');
+  t.equal(next.status, 200);
+  t.notOk(upstream.bodies.has('/hello'), 'never sent');
+  t.equal(upstream.connections(), 1, 'the connection the abandoned request would have taken is reused, not closed');
 });
 
 t.test('an upstream body that pauses longer than the body timeout: the client’s response is cut, not ended', async (t) => {
