@@ -95,10 +95,11 @@ export class Forwarder {
     pool.dispatch({ path: target.path, method: request.method ?? 'GET', headers: target.headers, body: hasBody ? request : null }, exchange);
   }
 
+  /** Refuses new requests; the ones under way finish, on their deadlines (a silent upstream still gets its 504). */
   async close(): Promise<void> {
-    this.deadlines.close();
     await Promise.all([...this.pools.values()].map((pool) => pool.close()));
     this.pools.clear();
+    this.deadlines.close();
   }
 
   private pool(origin: string): UpstreamDispatcher {

@@ -90,7 +90,7 @@ async function startFront(
   origin: string,
   timeouts: { responseTimeoutMs: number; bodyTimeoutMs: number; connectionsPerUpstream?: number },
   createPool?: PoolFactory,
-): Promise<{ url: string; results: ForwardResult[] }> {
+): Promise<{ url: string; results: ForwardResult[]; forwarder: Forwarder }> {
   const forwarder = new Forwarder({ connectTimeoutMs: 1000, connectionsPerUpstream: 4, ...timeouts }, createPool);
   const results: ForwardResult[] = [];
   const server = http.createServer((request, response) => {
@@ -112,7 +112,7 @@ async function startFront(
     await closeServer(server);
     await forwarder.close();
   });
-  return { url, results };
+  return { url, results, forwarder };
 }
 
 /** Polls `check` every 10 ms, for at most 5 s. */
@@ -234,6 +234,19 @@ t.test('a client that goes away while its request waits for a connection: report
   t.equal(next.status, 200);
   t.notOk(upstream.bodies.has('/hello'), 'never sent');
   t.equal(upstream.connections(), 1, 'the connection the abandoned request would have taken is reused, not closed');
+});
+
+t.test('closing lets the exchanges under way finish on their deadlines: a silent upstream is still answered 504', async (t) => {
+  const upstream = await startUpstream(t);
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 300, bodyTimeoutMs: 60_000 });
+  const answer = call(front.url, '/slow-headers');
+  await waitUntil(() => upstream.bodies.has('/slow-headers'));
+  let closed = false;
+  const closing = front.forwarder.close().then(() => (closed = true));
+  const outcome = await Promise.race([answer, new Promise<'no answer'>((resolve) => setTimeout(() => resolve('no answer'), 3000))]);
+  t.match(outcome, { status: 504 }, 'the deadline still ran while the forwarder closed');
+  await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, 1000))]);
+  t.ok(closed, 'and the close completed once that exchange ended');
 });
 
 t.test('an upstream body that pauses longer than the body timeout: the client’s response is cut, not ended', async (t) => {
