@@ -10,7 +10,7 @@ import type { PublicUrl } from './public-url.ts';
 import { rewriteLocation } from './upstream-paths.ts';
 import type { UpstreamRequests } from './upstream-request.ts';
 
-export type UpstreamErrorKind = 'connect' | 'timeout' | 'circuit_open';
+export type UpstreamErrorKind = 'connect' | 'timeout' | 'busy' | 'circuit_open';
 
 /** Counts upstream failures by service (on the failure path only). */
 export interface UpstreamErrorCounter {
@@ -119,7 +119,8 @@ export class Forwarding {
       this.ended(proxied, result);
       return;
     }
-    const refusal = new Refusal(failure.kind === 'timeout' ? 504 : 502, failure.kind === 'timeout' ? TIMED_OUT : UNREACHABLE, `upstream ${failure.kind}: ${failure.detail}`);
+    const timedOut = failure.kind === 'timeout' || failure.kind === 'busy';
+    const refusal = new Refusal(timedOut ? 504 : 502, timedOut ? TIMED_OUT : UNREACHABLE, `upstream ${failure.kind}: ${failure.detail}`);
     this.ended(proxied, result, refusal.reason);
     if (failure.kind !== 'aborted') this.instruments?.upstreamError(proxied.route!.serviceType, failure.kind);
     this.answers.refuse(proxied, refusal);
@@ -133,7 +134,8 @@ export class Forwarding {
   private ended(proxied: ProxiedRequest, result: ForwardResult | undefined, why = ''): void {
     const origin = proxied.upstream!.origin;
     const admission = proxied.admission!;
-    if (result === undefined || result.failure?.kind === 'aborted') this.circuits.released(origin, admission);
+    // Aborted, or never sent for want of a free connection: nothing the upstream did.
+    if (result === undefined || result.failure?.kind === 'aborted' || result.failure?.kind === 'busy') this.circuits.released(origin, admission);
     else if (result.failure === undefined) this.circuits.succeeded(origin, admission);
     else this.circuits.failed(origin, admission, why);
   }

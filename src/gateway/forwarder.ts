@@ -17,7 +17,12 @@ export interface ForwarderOptions {
  * or the response headers took too long: 504), 'aborted' (the client went away, or broke off its
  * request body, before the answer came; says nothing about the upstream).
  */
-export type ForwardFailure = { kind: 'connect' | 'timeout' | 'aborted'; detail: string };
+/**
+ * connect: refused, reset, malformed; timeout: the upstream did not answer in time; busy: no
+ * connection to it came free in time (never sent: not the upstream's failure); aborted: the client
+ * went away.
+ */
+export type ForwardFailure = { kind: 'connect' | 'timeout' | 'busy' | 'aborted'; detail: string };
 
 export interface ForwardResult {
   status: number;
@@ -169,12 +174,24 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
   private onClientClose(): void {
     if (this.completed) return;
     this.clientGone = true;
-    const error = new UpstreamError('aborted', 'The client went away');
-    if (this.abortUpstream) this.abortUpstream(error);
-    else this.onError(error); // still waiting for a connection
+    this.cutOff(new UpstreamError('aborted', 'The client went away'));
+  }
+
+  /**
+   * Ends the exchange with `error`: through its connection's abort when it has one (onError
+   * follows at once), else here. An abort that does nothing is a connection's the request has left
+   * (a retry waiting for another): the request is not on a connection, and reports here too.
+   */
+  private cutOff(error: Error): void {
+    this.abortUpstream?.(error);
+    if (!this.completed) this.onError(error);
   }
 
   onConnect(abort: (reason?: Error) => void): void {
+    if (this.completed) {
+      abort(new UpstreamError('aborted', 'The exchange has ended'));
+      return;
+    }
     if (this.clientGone) {
       abort(new UpstreamError('aborted', 'The client went away'));
       return;
@@ -194,14 +211,13 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
 
   /** A deadline passed: the upstream is cut off (onError follows, with this error). */
   expire(): void {
-    if (!this.abortUpstream) {
-      // Every connection to the upstream stayed busy: answered now, and never sent.
-      this.onError(new UpstreamError('response-timeout', 'The upstream did not answer in time (no connection to it came free)'));
+    if (this.settled) {
+      this.cutOff(new UpstreamError('body-timeout', 'The upstream paused its body too long'));
       return;
     }
-    this.abortUpstream(
-      this.settled ? new UpstreamError('body-timeout', 'The upstream paused its body too long') : new UpstreamError('response-timeout', 'The upstream did not answer in time'),
-    );
+    this.abortUpstream?.(new UpstreamError('response-timeout', 'The upstream did not answer in time'));
+    // Not on a connection (every one busy, or its own still opening): answered now, and never sent.
+    if (!this.completed) this.onError(new UpstreamError('queue-timeout', 'No connection to the upstream came free in time'));
   }
 
   onHeaders(statusCode: number, upstreamHeaders: string[], resume: () => void): boolean {
@@ -301,6 +317,7 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
   private classify(error: Error): ForwardFailure {
     const detail = error.message;
     if (error instanceof UpstreamError && (error.code === 'connect-timeout' || error.code === 'response-timeout')) return { kind: 'timeout', detail };
+    if (error instanceof UpstreamError && error.code === 'queue-timeout') return { kind: 'busy', detail };
     if (this.clientGone || (this.request.destroyed && !this.request.complete)) return { kind: 'aborted', detail };
     return { kind: 'connect', detail };
   }

@@ -79,6 +79,11 @@ export type UpstreamErrorCode =
   | 'closed'
   /** The upstream's answer did not start in time (set by the handler's deadlines). */
   | 'response-timeout'
+  /**
+   * The request's deadline passed before it had a connection (every one to the upstream busy, or
+   * the new one still opening): never sent, so nothing the upstream did (set by the handler).
+   */
+  | 'queue-timeout'
   /** The upstream paused inside its body too long (set by the handler's deadlines). */
   | 'body-timeout'
   /** Cut off: the client went away, or broke off its request body. */
@@ -474,6 +479,11 @@ class UpstreamConnection {
 
   /** Writes a request and waits for its answer (the connection is connected and free). */
   start(pending: Pending): void {
+    if (pending.handler.abandoned) {
+      // Ended while this connection was opening (its deadline, its client): nothing to send.
+      this.pool.release(this);
+      return;
+    }
     this.pending = pending;
     this.handler = pending.handler;
     this.receivedAny = false;

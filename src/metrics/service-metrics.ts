@@ -243,7 +243,7 @@ export class ServiceMetrics {
     this.shadowDecisions.labels(service, live, shadow).inc();
   }
 
-  upstreamError(service: string, kind: 'connect' | 'timeout' | 'circuit_open'): void {
+  upstreamError(service: string, kind: 'connect' | 'timeout' | 'busy' | 'circuit_open'): void {
     this.upstreamErrors.labels(service, kind).inc();
   }
 

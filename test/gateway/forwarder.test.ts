@@ -90,10 +90,12 @@ async function startFront(
   origin: string,
   timeouts: { responseTimeoutMs: number; bodyTimeoutMs: number; connectionsPerUpstream?: number },
   createPool?: PoolFactory,
-): Promise<{ url: string; results: ForwardResult[]; forwarder: Forwarder }> {
+): Promise<{ url: string; results: ForwardResult[]; forwarder: Forwarder; forwarded(): number }> {
   const forwarder = new Forwarder({ connectTimeoutMs: 1000, connectionsPerUpstream: 4, ...timeouts }, createPool);
   const results: ForwardResult[] = [];
+  let forwarded = 0;
   const server = http.createServer((request, response) => {
+    forwarded++;
     const headers = Object.entries(request.headers).flatMap(([name, value]) => (HOP_BY_HOP.has(name) ? [] : [name, value as string]));
     forwarder.forward(
       request,
@@ -102,7 +104,7 @@ async function startFront(
       (location) => location,
       (result) => {
         results.push(result);
-        if (result.failure) response.writeHead(result.failure.kind === 'timeout' ? 504 : 502).end();
+        if (result.failure) response.writeHead(result.failure.kind === 'timeout' || result.failure.kind === 'busy' ? 504 : 502).end();
       },
       () => response.writeHead(500).end(),
     );
@@ -112,7 +114,7 @@ async function startFront(
     await closeServer(server);
     await forwarder.close();
   });
-  return { url, results, forwarder };
+  return { url, results, forwarder, forwarded: () => forwarded };
 }
 
 /** Polls `check` every 10 ms, for at most 5 s. */
@@ -207,7 +209,7 @@ t.test('a request waiting for a connection owes its answer from when it came: pa
   const waiting = await call(front.url, '/hello');
   t.equal(waiting.status, 504);
   t.notOk(firstDone, 'answered when its deadline passed, while the trickle still held the connection');
-  t.match(front.results, [{ status: 200 }, { status: 0, failure: { kind: 'timeout' } }]);
+  t.match(front.results.find((result) => result.failure), { status: 0, failure: { kind: 'busy' } }, 'busy: never sent, not held against the upstream');
   const whole = await first;
   t.equal(whole.status, 200);
   t.equal(whole.body.split('\n').length, 25, 'the exchange under way was not disturbed');
@@ -224,16 +226,47 @@ t.test('a client that goes away while its request waits for a connection: report
   await waitUntil(() => upstream.bodies.has('/trickle'));
   const gone = http.get(`${front.url}/hello`);
   gone.on('error', () => undefined);
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await waitUntil(() => front.forwarded() === 2);
   gone.destroy();
   await waitUntil(() => front.results.length === 2);
-  t.match(front.results, [{ status: 200 }, { status: 0, failure: { kind: 'aborted' } }]);
+  t.match(
+    front.results.find((result) => result.failure),
+    { status: 0, failure: { kind: 'aborted' } },
+  );
   t.notOk(firstDone, 'reported while the trickle still held the connection');
   t.equal((await first).status, 200);
   const next = await call(front.url, '/again');
   t.equal(next.status, 200);
   t.notOk(upstream.bodies.has('/hello'), 'never sent');
   t.equal(upstream.connections(), 1, 'the connection the abandoned request would have taken is reused, not closed');
+});
+
+/**
+ * A pool that hands each exchange a connection, then takes it back as a retry does (the abort it
+ * gave becomes a dead one), and never gives another.
+ */
+class RetryingPool extends UpstreamPool {
+  override dispatch(_request: UpstreamRequest, handler: UpstreamHandler): void {
+    handler.onConnect(() => undefined);
+  }
+}
+const retryingPool: PoolFactory = (origin, options, parsers) => new RetryingPool(origin, options, parsers);
+
+t.test('a request whose connection is dropped for a retry, then waits past its deadline for another: answered 504 (busy), not left hanging', async (t) => {
+  const front = await startFront(t, 'http://127.0.0.1:9', { responseTimeoutMs: 200, bodyTimeoutMs: 60_000 }, retryingPool);
+  const answer = await Promise.race([call(front.url, '/hello'), new Promise<'no answer'>((resolve) => setTimeout(() => resolve('no answer'), 3000))]);
+  t.match(answer, { status: 504 });
+  t.match(front.results, [{ status: 0, failure: { kind: 'busy' } }]);
+});
+
+t.test('a client that goes away while its request, dropped for a retry, waits for another connection: reported at once', async (t) => {
+  const front = await startFront(t, 'http://127.0.0.1:9', { responseTimeoutMs: 60_000, bodyTimeoutMs: 60_000 }, retryingPool);
+  const gone = http.get(`${front.url}/hello`);
+  gone.on('error', () => undefined);
+  await waitUntil(() => front.forwarded() === 1);
+  gone.destroy();
+  await waitUntil(() => front.results.length === 1);
+  t.match(front.results, [{ status: 0, failure: { kind: 'aborted' } }]);
 });
 
 t.test('closing lets the exchanges under way finish on their deadlines: a silent upstream is still answered 504', async (t) => {
@@ -302,7 +335,9 @@ t.test('an ended exchange lets go of its request, response and callbacks, though
   const forwarder = new Forwarder({ connectTimeoutMs: 1000, responseTimeoutMs: 1000, bodyTimeoutMs: 1000, connectionsPerUpstream: 1 }, keepingPool);
   const references: { request?: WeakRef<object>; response?: WeakRef<object>; settled?: WeakRef<object> } = {};
   const results: ForwardResult[] = [];
+  let forwarded = 0;
   const server = http.createServer((request, response) => {
+    forwarded++;
     const settled = (result: ForwardResult) => results.push(result);
     references.request = new WeakRef(request);
     references.response = new WeakRef(response);

@@ -495,6 +495,31 @@ t.test('a 1xx with a body of its own: nothing of it reaches the handler', async 
   }
 });
 
+t.test('a request abandoned while its connection was opening is never sent; the connection is kept for the next', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'));
+  const pool = new UpstreamPool(upstream.origin, { connections: 1, connectTimeoutMs: 1000, keepAliveTimeoutMs: 10_000 }, new ResponseParsers());
+  t.teardown(() => pool.close());
+  let connected = 0;
+  let errors = 0;
+  const abandoning = {
+    abandoned: false,
+    onConnect: () => void connected++,
+    onHeaders: () => true,
+    onData: () => true,
+    onComplete: () => undefined,
+    onError: () => void errors++,
+  };
+  pool.dispatch({ method: 'GET', path: '/never', headers: [], body: null }, abandoning);
+  // Its deadline passes (its handler reports that itself) before the connection has opened.
+  abandoning.abandoned = true;
+  const next = await exchange(pool, { method: 'GET', path: '/next', headers: [], body: null });
+  t.equal(next.status, 200);
+  t.equal(connected, 0, 'the abandoned request was not started');
+  t.equal(errors, 0, 'nor told anything more');
+  t.same(upstream.heads.map((head) => head.split(' ')[1]), ['/next'], 'only the next request reached the upstream');
+  t.equal(upstream.connections, 1, 'on the connection opened for the abandoned one');
+});
+
 t.test('a queue that never empties does not keep the requests it has let go', async (t) => {
   const upstream = await rawUpstream(t, (socket) => socket.write(OK('q')));
   const pool = newPool(t, upstream.origin, { connections: 2 });
