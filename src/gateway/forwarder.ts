@@ -14,13 +14,9 @@ export interface ForwarderOptions {
 
 /**
  * Why no upstream answer came: 'connect' (refused, reset, unresolvable: 502), 'timeout' (connecting
- * or the response headers took too long: 504), 'aborted' (the client went away, or broke off its
- * request body, before the answer came; says nothing about the upstream).
- */
-/**
- * connect: refused, reset, malformed; timeout: the upstream did not answer in time; busy: no
- * connection to it came free in time (never sent: not the upstream's failure); aborted: the client
- * went away.
+ * or the response headers took too long: 504), 'busy' (no connection to it came free before the
+ * deadline: 504, never sent, says nothing about the upstream), 'aborted' (the client went away, or
+ * broke off its request body, before the answer came; says nothing about the upstream).
  */
 export type ForwardFailure = { kind: 'connect' | 'timeout' | 'busy' | 'aborted'; detail: string };
 
@@ -188,11 +184,8 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
   }
 
   onConnect(abort: (reason?: Error) => void): void {
-    if (this.completed) {
-      abort(new UpstreamError('aborted', 'The exchange has ended'));
-      return;
-    }
-    if (this.clientGone) {
+    // Ended already (its client gone before it was dispatched, or anything while it waited).
+    if (this.completed || this.clientGone) {
       abort(new UpstreamError('aborted', 'The client went away'));
       return;
     }
