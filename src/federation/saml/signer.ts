@@ -2,10 +2,10 @@
 // or RSA-SHA1 (Keystone 22's xmlsec1 template), the signing certificate in KeyInfo. Placed after the
 // Assertion's Issuer, as xmlsec1 fills Keystone's template, and referenced by the Assertion's ID.
 
-import { SignedXml } from 'xml-crypto';
 import type { SamlIdpConfig } from '../../config.ts';
 import { NS } from './namespaces.ts';
 import type { SamlSigningKeys } from './signing-keys.ts';
+import { signedXmlClass } from './xml-libraries.ts';
 
 const EXC_C14N = 'http://www.w3.org/2001/10/xml-exc-c14n#';
 const ENVELOPED = 'http://www.w3.org/2000/09/xmldsig#enveloped-signature';
@@ -24,6 +24,7 @@ const ASSERTION_ISSUER = `${ASSERTION}/*[local-name()='Issuer' and namespace-uri
  */
 export function signAssertion(document: string, keys: SamlSigningKeys, algorithm: SamlIdpConfig['signatureAlgorithm']): string {
   const { signature, digest } = SIGNATURE_ALGORITHMS[algorithm];
+  const SignedXml = signedXmlClass();
   const signer = new SignedXml({
     privateKey: keys.privateKeyPem,
     signatureAlgorithm: signature,

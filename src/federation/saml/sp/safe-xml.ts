@@ -2,7 +2,7 @@
 // no entity expansion), no processing instruction but the XML declaration, and any parser error or
 // warning is a refusal (xmldom otherwise recovers from malformed input silently).
 
-import { DOMParser } from '@xmldom/xmldom';
+import { domParserClass } from '../xml-libraries.ts';
 
 /** Why a document is refused before anything in it is looked at. */
 export class UnsafeXmlError extends Error {
@@ -35,6 +35,7 @@ export function parseUntrustedXml(xml: string): Document {
   if (PROCESSING_INSTRUCTION.test(body)) throw new UnsafeXmlError('the document has a processing instruction');
   const problems: string[] = [];
   const report = (message: string) => problems.push(String(message));
+  const DOMParser = domParserClass();
   const document = new DOMParser({ errorHandler: { warning: report, error: report, fatalError: report } }).parseFromString(xml, 'text/xml');
   if (problems.length > 0) throw new UnsafeXmlError(`the document is not well-formed XML: ${problems[0]?.split('\n')[0]}`);
   const root = document?.documentElement;

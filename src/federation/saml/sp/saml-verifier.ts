@@ -21,12 +21,13 @@
 // Attribute's Name with its values joined by ';' (a ';' in a value escaped as '\;'), and the issuer
 // as Shib-Identity-Provider.
 
-import { SignedXml } from 'xml-crypto';
+import type { SignedXml } from 'xml-crypto';
 import type { SamlSpSettings } from '../../../config.ts';
 import type { Clock } from '../../../support/clock.ts';
 import { AuthenticationError, ForbiddenError, UnavailableError } from '../../../support/errors.ts';
 import type { Assertion, AssertionRequest, AssertionVerifier } from '../../assertion.ts';
 import { NS, SCM_BEARER, STATUS_SUCCESS } from '../namespaces.ts';
+import { signedXmlClass } from '../xml-libraries.ts';
 import { replayKey, ReplayCacheUnavailableError, type ReplayCache } from '../../replay-cache.ts';
 import { children, childElements, descendants, onlyChild, parseUntrustedXml, textOf, UnsafeXmlError } from './safe-xml.ts';
 import type { TrustedIdpMetadata } from './trusted-metadata.ts';
@@ -225,7 +226,7 @@ export class SamlAssertionVerifier implements AssertionVerifier {
   /** One certificate's verdict: the canonical XML of the one Reference, or a thrown reason. */
   private checkWith(xml: string, signatureNode: Element, id: string, certificate: string): string {
     // getCertFromKeyInfo: never a key from the message; only the metadata's certificate.
-    const signed = new SignedXml({ publicCert: certificate, getCertFromKeyInfo: () => null });
+    const signed = new (signedXmlClass())({ publicCert: certificate, getCertFromKeyInfo: () => null });
     signed.loadSignature(signatureNode as unknown as Node);
     this.checkSignedInfo(signed, id);
     if (signed.checkSignature(xml) !== true) throw new Error('a reference does not verify');
