@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ResponseParsers, UpstreamError, UpstreamPool, type UpstreamHandler, type UpstreamPoolOptions, type UpstreamRequest } from './upstream-pool.ts';
+import { ResponseParsers, UpstreamError, UpstreamPool, type PreparedHeaders, type UpstreamHandler, type UpstreamPoolOptions, type UpstreamRequest } from './upstream-pool.ts';
 import { UnavailableError } from '../support/errors.ts';
 import { ExchangeDeadlines, type DeadlineEntry, type DeadlineList } from './exchange-deadlines.ts';
 
@@ -35,6 +35,8 @@ export interface ForwardTarget {
   origin: string;
   path: string;
   headers: HeaderList;
+  /** Sent after `headers`: lines checked and written once (a token's identity headers). */
+  preparedHeaders?: PreparedHeaders;
   /**
    * Headers of ours for the client's response, sent with the upstream's. The response must carry no
    * setHeader() headers when forward() is called: writeHead would then merge by name and collapse
@@ -93,7 +95,7 @@ export class Forwarder {
     const exchange = new Exchange(request, response, hasBody, this.deadlines, target.responseHeaders, rewriteLocation, settled, failed);
     // Owed from now: a request waiting for a connection (every one busy) waits on the same deadline.
     this.deadlines.awaitHeaders(exchange);
-    pool.dispatch({ path: target.path, method: request.method ?? 'GET', headers: target.headers, body: hasBody ? request : null }, exchange);
+    pool.dispatch({ path: target.path, method: request.method ?? 'GET', headers: target.headers, prepared: target.preparedHeaders, body: hasBody ? request : null }, exchange);
   }
 
   /** Refuses new requests; the ones under way finish, on their deadlines (a silent upstream still gets its 504). */

@@ -51,6 +51,8 @@ export interface UpstreamRequest {
   path: string;
   /** Flat [name, value, …] list; lower-case names; no hop-by-hop headers. */
   headers: (string | string[])[];
+  /** Lines checked and written before, sent after `headers` as they are. */
+  prepared?: PreparedHeaders;
   /** The client's request, streamed as the body (null: no body). */
   body: IncomingMessage | null;
 }
@@ -112,6 +114,8 @@ const IDEMPOTENT: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT'
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const KEEP_ALIVE_TIMEOUT = /timeout=(\d+)/i;
+/** Names whose value decides how a request is framed or where it goes: only dispatch() writes them. */
+const FRAMING: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding']);
 const EMPTY = Buffer.alloc(0);
 
 interface LlhttpExports {
@@ -384,6 +388,31 @@ export class UpstreamPool {
 }
 
 /**
+ * Header lines checked and written once, for headers many requests carry unchanged (a token's
+ * identity headers: the validation cache hands back the same context), so that a request does not
+ * test and concatenate them again. dispatch() appends them to the head as they are.
+ */
+export class PreparedHeaders {
+  private constructor(readonly lines: string) {}
+
+  /**
+   * The lines for a flat [name, value, …] list of lower-case names; undefined when one of them
+   * could not be sent as it is (dispatch() refuses a request carrying it in `headers`) or names the
+   * request's framing or host.
+   */
+  static of(headers: readonly string[]): PreparedHeaders | undefined {
+    let lines = '';
+    for (let index = 0; index < headers.length; index += 2) {
+      const name = headers[index]!;
+      const value = headers[index + 1]!;
+      if (!TOKEN.test(name) || FRAMING.has(name) || INVALID_VALUE.test(value)) return undefined;
+      lines += `${name}: ${value}\r\n`;
+    }
+    return new PreparedHeaders(lines);
+  }
+}
+
+/**
  * A request with its head written and its body's framing decided (one place says both), refusing
  * what could not be sent as one request.
  */
@@ -412,6 +441,7 @@ function pendingRequest(request: UpstreamRequest, handler: UpstreamHandler, host
       }
     }
   }
+  if (request.prepared) head += request.prepared.lines;
   if (!hasHost) head += `host: ${host}\r\n`;
   // A body without the client's length is sent chunked.
   const chunked = request.body !== null && !hasLength;

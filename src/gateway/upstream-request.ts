@@ -4,11 +4,18 @@ import type { ForwardTarget } from './forwarder.ts';
 import { forwardableHeaders, identityHeaderList } from './identity-headers.ts';
 import { header, type ProxiedRequest } from './proxied-request.ts';
 import type { PublicUrl } from './public-url.ts';
+import { PreparedHeaders } from './upstream-pool.ts';
 import { joinPath } from './upstream-paths.ts';
+
+/** A user token's identity headers: as a list, and as lines checked and written once (when they can be sent). */
+interface IdentityHeaders {
+  list: string[];
+  prepared: PreparedHeaders | undefined;
+}
 
 /** What the upstream receives: the canonical path, the client's headers minus forgeable ones, ours. */
 export class UpstreamRequests {
-  private readonly identityHeaderCache = new WeakMap<TokenContext, string[]>();
+  private readonly identityHeaderCache = new WeakMap<TokenContext, IdentityHeaders>();
   private readonly isTrustedProxy: (address: string) => boolean;
 
   constructor(
@@ -27,8 +34,15 @@ export class UpstreamRequests {
     const { request, requestId, route, caller } = proxied;
     const upstream = proxied.upstream!;
     const headers = forwardableHeaders(request.headers);
-    const identity = this.identityHeadersOf(caller!.user, caller!.service);
-    for (let index = 0; index < identity.length; index++) headers.push(identity[index]!);
+    // A user token's headers go as the lines written when it was first seen; with a service token
+    // (or a value the pool will refuse) they go in the list, checked per request.
+    let prepared: PreparedHeaders | undefined;
+    if (caller!.service) pushAll(headers, identityHeaderList(caller!.user, caller!.service));
+    else {
+      const identity = this.userIdentityHeaders(caller!.user);
+      prepared = identity.prepared;
+      if (!prepared) pushAll(headers, identity.list);
+    }
     if (catalogHeader !== undefined) headers.push('x-service-catalog', catalogHeader);
     const host = header(request, 'host');
     const peer = unmappedAddress(request.socket.remoteAddress ?? '');
@@ -52,17 +66,21 @@ export class UpstreamRequests {
     }
     headers.push('host', upstream.host, 'x-openstack-request-id', requestId);
     const path = joinPath(upstream, route!.encodedPath) + (route!.target.query ? `?${route!.target.query}` : '');
-    return { origin: upstream.origin, path, headers, responseHeaders: ['x-openstack-request-id', requestId] };
+    return { origin: upstream.origin, path, headers, preparedHeaders: prepared, responseHeaders: ['x-openstack-request-id', requestId] };
   }
 
-  /** A validated token's identity headers, built once: the validation cache hands back the same context. */
-  private identityHeadersOf(user: TokenContext, service: TokenContext | undefined): string[] {
-    if (service) return identityHeaderList(user, service);
+  /** A validated user token's identity headers, built once: the validation cache hands back the same context. */
+  private userIdentityHeaders(user: TokenContext): IdentityHeaders {
     let headers = this.identityHeaderCache.get(user);
     if (!headers) {
-      headers = identityHeaderList(user, undefined);
+      const list = identityHeaderList(user, undefined);
+      headers = { list, prepared: PreparedHeaders.of(list) };
       this.identityHeaderCache.set(user, headers);
     }
     return headers;
   }
+}
+
+function pushAll(headers: (string | string[])[], more: readonly string[]): void {
+  for (let index = 0; index < more.length; index++) headers.push(more[index]!);
 }

@@ -2,7 +2,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { PassThrough } from 'node:stream';
 import t from 'tap';
-import { ResponseParsers, UpstreamError, UpstreamPool, type UpstreamPoolOptions, type UpstreamRequest } from '../../src/gateway/upstream-pool.ts';
+import { PreparedHeaders, ResponseParsers, UpstreamError, UpstreamPool, type UpstreamPoolOptions, type UpstreamRequest } from '../../src/gateway/upstream-pool.ts';
 
 // The gateway's upstream client against upstreams that write exactly the bytes a test chooses: the
 // framing of every kind of response, connection reuse, and that no byte of one exchange can be read
@@ -316,6 +316,39 @@ t.test('what cannot be sent is refused before anything is written', async (t) =>
     t.equal((outcome.error as UpstreamError | undefined)?.code, 'invalid-request', JSON.stringify(request));
   }
   t.equal(upstream.connections, 0, 'nothing reached the upstream');
+});
+
+t.test('prepared header lines go after the list, as they are, on every request that carries them', async (t) => {
+  const upstream = await rawUpstream(t, (socket) => socket.write(OK('ok')));
+  const pool = newPool(t, upstream.origin);
+  const prepared = PreparedHeaders.of(['x-user-id', 'u1', 'x-user-name', 'Z\xfcrich user', 'x-roles', 'admin,reader']);
+  t.ok(prepared, 'every name and value can be sent');
+  for (const path of ['/1', '/2']) {
+    const outcome = await exchange(pool, { path, headers: ['accept', 'application/json'], prepared });
+    t.equal(outcome.body, 'ok');
+  }
+  for (const [index, path] of ['/1', '/2'].entries()) {
+    t.equal(
+      upstream.heads[index],
+      `GET ${path} HTTP/1.1\r\naccept: application/json\r\nx-user-id: u1\r\nx-user-name: Z\xfcrich user\r\nx-roles: admin,reader\r\nhost: ${upstream.origin.slice('http://'.length)}`,
+    );
+  }
+});
+
+t.test('headers that cannot be prepared: what dispatch would refuse, and the names only dispatch writes', async (t) => {
+  for (const headers of [
+    ['x-user-name', 'line\r\nx-injected: yes'],
+    ['x-user-name', 'nul\u0000'],
+    ['x-user-name', 'a name past Latin-1: \u0100'],
+    ['bad name', 'value'],
+    ['', 'value'],
+    ['host', 'elsewhere.example'],
+    ['content-length', '0'],
+    ['transfer-encoding', 'chunked'],
+  ]) {
+    t.equal(PreparedHeaders.of(['x-user-id', 'u1', ...headers]), undefined, JSON.stringify(headers));
+  }
+  t.equal(PreparedHeaders.of([])?.lines, '', 'no headers: no lines');
 });
 
 t.test('connection refused: a connect error; a closed pool refuses, after letting the exchange under way finish', async (t) => {
