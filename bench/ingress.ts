@@ -31,6 +31,8 @@ export interface WrkRun {
   latencyMs: { p50: number; p99: number; max: number };
   non2xx: number;
   socketErrors: number;
+  /** The gateway's V8 heap bytes allocated per completed request (its /metrics), when it could be read. */
+  allocatedBytesPerRequest?: number;
 }
 
 export interface IngressResult {
@@ -39,7 +41,7 @@ export interface IngressResult {
   /** Each target's wrk rounds, in the order run. */
   rounds: Record<IngressTarget, WrkRun[]>;
   /** Medians over the rounds, and the ratios to nginx. */
-  summary: Record<IngressTarget, { cpuUsPerRequest: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null }>;
+  summary: Record<IngressTarget, { cpuUsPerRequest: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null; allocatedBytesPerRequest?: number }>;
   paced?: { rate: number; generator: string; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number; gatewayGc?: GcSummary };
 }
 
@@ -223,13 +225,21 @@ export async function runIngressBench(context: IngressContext, options: { thread
   for (let round = 1; round <= options.rounds; round++) {
     for (const name of order) {
       await settle(allPids);
+      // Read before the CPU count starts and after it ends: a scrape's own bytes are not the requests'.
+      const allocatedBefore = name === 'gateway' && context.metricsUrl ? await allocatedBytes(context.metricsUrl) : undefined;
       const before = cpuMs(targets[name].pids);
       const report = parseWrk(await wrk(targets[name].url, headers, options.threads, options.connections, options.durationS));
       await settle(allPids);
       const cpu = cpuMs(targets[name].pids) - before;
       const run: WrkRun = { ...report, cpuUsPerRequest: report.requests ? Math.round((cpu * 1000 * 10) / report.requests) / 10 : 0 };
+      const allocatedAfter = allocatedBefore !== undefined ? await allocatedBytes(context.metricsUrl!) : undefined;
+      if (allocatedBefore !== undefined && allocatedAfter !== undefined && report.requests > 0) run.allocatedBytesPerRequest = Math.round((allocatedAfter - allocatedBefore) / report.requests);
       rounds[name].push(run);
-      context.log(`ingress round ${round} ${name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request, p99 ${run.latencyMs.p99} ms${run.non2xx || run.socketErrors ? ` !!! ${run.non2xx} non-2xx, ${run.socketErrors} socket errors` : ''}`);
+      context.log(
+        `ingress round ${round} ${name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request, p99 ${run.latencyMs.p99} ms` +
+          (run.allocatedBytesPerRequest !== undefined ? `, ${run.allocatedBytesPerRequest} bytes allocated/request` : '') +
+          (run.non2xx || run.socketErrors ? ` !!! ${run.non2xx} non-2xx, ${run.socketErrors} socket errors` : ''),
+      );
     }
   }
   const medians = Object.fromEntries(order.map((name) => [name, { cpu: median(rounds[name].map((run) => run.cpuUsPerRequest)), rps: median(rounds[name].map((run) => run.rps)) }])) as Record<IngressTarget, { cpu: number; rps: number }>;
@@ -242,6 +252,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
         rps: medians[name].rps,
         cpuVsNginx: name === 'direct' ? null : ratio(medians[name].cpu, medians.nginx.cpu),
         rpsVsNginx: name === 'direct' ? null : ratio(medians[name].rps, medians.nginx.rps),
+        ...allocatedMedian(rounds[name]),
       },
     ]),
   ) as IngressResult['summary'];
@@ -288,6 +299,25 @@ export async function runIngressBench(context: IngressContext, options: { thread
   return result;
 }
 
+/**
+ * The service's V8 heap bytes allocated since it started, summed over its processes (under
+ * node:cluster the scrape has a line per worker); undefined when /metrics cannot be read.
+ */
+async function allocatedBytes(metricsUrl: string): Promise<number | undefined> {
+  try {
+    const text = await (await fetch(metricsUrl)).text();
+    const values = [...text.matchAll(/^nodejs_heap_allocated_bytes_total(?:\{[^}]*\})? (\d+(?:\.\d+)?(?:e\+\d+)?)$/gm)].map((match) => Number(match[1]));
+    return values.length > 0 ? values.reduce((sum, value) => sum + value, 0) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function allocatedMedian(runs: WrkRun[]): { allocatedBytesPerRequest?: number } {
+  const values = runs.flatMap((run) => (run.allocatedBytesPerRequest === undefined ? [] : [run.allocatedBytesPerRequest]));
+  return values.length > 0 ? { allocatedBytesPerRequest: median(values) } : {};
+}
+
 /** The console table of a comparison. */
 export function ingressTable(result: IngressResult): string {
   const { settings, summary, rounds } = result;
@@ -303,6 +333,10 @@ export function ingressTable(result: IngressResult): string {
     lines.push(
       `${name.padEnd(12)}  ${row.cpuUsPerRequest.toFixed(1).padStart(10)}  ${`${Math.min(...cpu).toFixed(1)}–${Math.max(...cpu).toFixed(1)}`.padStart(13)}  ${(row.cpuVsNginx === null ? '-' : `${row.cpuVsNginx.toFixed(2)}×`).padStart(7)}  ${Math.round(row.rps).toLocaleString('en-US').padStart(9)}  ${`${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))}`.padStart(15)}  ${(row.rpsVsNginx === null ? '-' : `${Math.round(row.rpsVsNginx * 100)} %`).padStart(7)}`,
     );
+  }
+  if (summary.gateway.allocatedBytesPerRequest !== undefined) {
+    const allocated = rounds.gateway.flatMap((run) => (run.allocatedBytesPerRequest === undefined ? [] : [run.allocatedBytesPerRequest]));
+    lines.push('', `gateway: ${Math.round(summary.gateway.allocatedBytesPerRequest).toLocaleString('en-US')} bytes allocated in its V8 heap per request (median; ${Math.min(...allocated)}–${Math.max(...allocated)})`);
   }
   if (result.paced) {
     lines.push('', `paced by ${result.paced.generator} (open loop, ${settings.pacedDurationS} s at ${result.paced.rate} req/s = ${Math.round((result.paced.rate / summary.gateway.rps) * 100)} % of the gateway's median top rate):`, '');

@@ -193,6 +193,9 @@ export class ServiceMetrics {
       v8.getHeapSpaceStatistics().map((space) => [[space.space_name.replace(/_space$/, '')], pick(space)]);
     registry.collected('nodejs_heap_space_size_total_bytes', 'V8 heap space committed, by space, in bytes.', 'gauge', ['space'], heapSpaces((space) => space.space_size));
     registry.collected('nodejs_heap_space_size_used_bytes', 'V8 heap space in use, by space, in bytes.', 'gauge', ['space'], heapSpaces((space) => space.space_used_size));
+    // Every byte V8 has allocated since the start: per request, the garbage a path makes (what sets
+    // how often the young generation is collected), repeatable where CPU time is not (bench/README.md).
+    registry.collected('nodejs_heap_allocated_bytes_total', 'Bytes allocated in the V8 heap since the process started.', 'counter', [], () => [[[], v8.getHeapStatistics().total_allocated_bytes]]);
     registry.collected('nodejs_external_memory_bytes', 'Memory outside the V8 heap held by JavaScript objects (buffers, WebAssembly memories), in bytes.', 'gauge', [], () => [[[], process.memoryUsage().external]]);
     if (options.eventLoopDelay !== false) {
       // Sampled by a libuv timer every 20 ms: no cost on requests.

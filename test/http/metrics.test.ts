@@ -114,6 +114,9 @@ t.test('GET /metrics: counts identity API requests, token validations, caches an
     t.match(first.body, new RegExp(`^nodejs_heap_space_size_used_bytes\\{space="${space}"\\} \\d+$`, 'm'), `${space} space used`);
   }
   t.match(first.body, /^nodejs_external_memory_bytes [1-9]\d*$/m, 'external memory is exposed');
+  const allocated = (body: string) => Number(/^nodejs_heap_allocated_bytes_total (\d+)$/m.exec(body)?.[1]);
+  t.ok(allocated(first.body) > 0, 'bytes allocated since the start are exposed');
+
 
   // The event loop's delay is sampled by a real timer, and the scrape above started a new window:
   // wait until a sampler of the same resolution, started now, has seen a few intervals of the idle
@@ -123,6 +126,7 @@ t.test('GET /metrics: counts identity API requests, token validations, caches an
   await waitFor(async () => sampler.count >= 5, 'a few event-loop delay samples', 5_000);
   sampler.disable();
   const idle = await testApp.request({ method: 'GET', url: '/metrics' });
+  t.ok(allocated(idle.body) > allocated(first.body), 'the allocated bytes grow with what the process allocates (a scrape allocates)');
   const mean = Number(/^nodejs_eventloop_delay_mean_seconds (\S+)$/m.exec(idle.body)?.[1]);
   t.ok(mean >= 0 && mean < 0.02, `an idle loop's delay is below the 20 ms sampling interval, not the interval itself (mean ${mean} s)`);
 
