@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { InternalEndpoint } from '../catalog/internal-endpoints.ts';
 import type { GatewayExplanation, PolicySubject } from '../policy/gateway-explain.ts';
+import { newRequestId } from '../support/request-id.ts';
 import type { TokenContext } from '../token/token-service.ts';
 import type { Admission } from './circuit-breaker.ts';
 import type { CanonicalTarget } from './path.ts';
@@ -42,7 +42,7 @@ export interface Authorization {
  */
 export class ProxiedRequest {
   readonly started = performance.now();
-  readonly requestId = `req-${randomUUID()}`;
+  readonly requestId = newRequestId();
   /** canonicalise */
   route: Route | undefined = undefined;
   /** authenticate */

@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { errorEnvelope } from '../support/errors.ts';
 import type { FastifyBaseLogger } from 'fastify';
+import { newRequestId } from '../support/request-id.ts';
 
 /**
  * Expect: 100-continue. Node answers 100 at once unless the server has a 'checkContinue' listener;
@@ -46,15 +46,15 @@ const EXPECTATION_FAILED = errorEnvelope(417, 'The expectation in the Expect hea
 
 /** Any Expect other than exactly 100-continue: 417 in Keystone's shape, with a request id, logged. */
 export function answerExpectationFailed(request: http.IncomingMessage, response: http.ServerResponse, log: FastifyBaseLogger): void {
-  const requestId = `req-${randomUUID()}`;
+  const id = newRequestId();
   response.writeHead(417, {
     'Content-Type': 'application/json',
     'Content-Length': Buffer.byteLength(EXPECTATION_FAILED),
-    'x-openstack-request-id': requestId,
+    'x-openstack-request-id': id,
     // What the client meant to do with its body is unknown: the connection is not reused.
     Connection: 'close',
   });
   response.end(request.method === 'HEAD' ? undefined : EXPECTATION_FAILED);
   const path = (request.url ?? '').split('?', 1)[0];
-  log.info({ request_id: requestId, method: request.method, path, status: 417, expect: request.headers.expect?.slice(0, 200) }, 'expectation failed');
+  log.info({ request_id: id, method: request.method, path, status: 417, expect: request.headers.expect?.slice(0, 200) }, 'expectation failed');
 }

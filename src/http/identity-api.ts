@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
 import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../support/errors.ts';
@@ -36,6 +35,7 @@ import { registerOAuth1Routes } from './routes/oauth1.ts';
 import { registerProjectRoutes } from './routes/projects.ts';
 import { registerRoleRoutes } from './routes/roles.ts';
 import { registerUserRoutes } from './routes/users.ts';
+import { newRequestId } from '../support/request-id.ts';
 
 const INVALID_JSON_BODY = Object.assign(new SyntaxError('invalid JSON body'), { statusCode: 400 });
 
@@ -170,7 +170,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   });
 
   app.addHook('onRequest', async (request, reply) => {
-    reply.header('x-openstack-request-id', `req-${randomUUID()}`);
+    reply.header('x-openstack-request-id', newRequestId());
     reply.header('Vary', 'X-Auth-Token');
     request.publicBase = deriveBaseUrl(request, api.config.publicUrl, api.config.publicUrlFixed);
     if (/%00/.test(request.url)) return sendError(request, reply, 400, NUL_IN_INPUT.message);

@@ -1,0 +1,28 @@
+import t from 'tap';
+import { newRequestId } from '../../src/support/request-id.ts';
+
+t.test('newRequestId: req- and a version 4 uuid, a different one every time, across refills of the pool', async (t) => {
+  const seen = new Set<string>();
+  const version4 = /^req-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+  let malformed = 0;
+  // 2,000 ids: the pool (256 ids) is refilled several times.
+  for (let count = 0; count < 2_000; count++) {
+    const id = newRequestId();
+    if (!version4.test(id)) malformed++;
+    seen.add(id);
+  }
+  t.equal(malformed, 0, 'every id is req-<uuid4>');
+  t.equal(seen.size, 2_000, 'no id repeats');
+  // The hex digits are random: over 2,000 ids each of the 16 values turns up in every free position.
+  const first = newRequestId();
+  t.not(first, newRequestId());
+  const digits = new Set([...seen].map((id) => id[4]));
+  t.equal(digits.size, 16, 'the first digit takes all 16 values');
+});
+
+t.test('newRequestId: the string handed out is not changed by the next id', async (t) => {
+  const first = newRequestId();
+  const copy = `${first}`;
+  newRequestId();
+  t.equal(first, copy);
+});
