@@ -202,17 +202,20 @@ export class GatewayPolicy {
    * Undefined (not cached) when a part holds the separator and could collide.
    */
   private decisionKey(service: ServicePolicy, request: PolicyRequest, roles: string, candidates: Candidates): string | undefined {
-    const parts = [service.name, roles, request.scope, request.method];
-    if (!this.keyedByTemplate) parts.push(request.projectId ?? '', request.userId, request.path);
-    if (parts.some((part) => part.includes('\0'))) return undefined;
-    let lines = '';
-    for (const node of candidates.nodes) {
-      lines += node.id;
-      for (const owners of node.ownerSets) lines += ownersMatch(owners, candidates.segments, request) ? '+' : '-';
-      lines += ',';
+    // Concatenated, not an array joined: this runs on every proxied request.
+    if (hasNul(service.name) || hasNul(roles) || hasNul(request.scope) || hasNul(request.method)) return undefined;
+    let key = `${service.name}\0${roles}\0${request.scope}\0${request.method}\0`;
+    if (!this.keyedByTemplate) {
+      const projectId = request.projectId ?? '';
+      if (hasNul(projectId) || hasNul(request.userId) || hasNul(request.path)) return undefined;
+      key += `${projectId}\0${request.userId}\0${request.path}\0`;
     }
-    parts.push(lines);
-    return parts.join('\0');
+    for (const node of candidates.nodes) {
+      key += node.id;
+      for (const owners of node.ownerSets) key += ownersMatch(owners, candidates.segments, request) ? '+' : '-';
+      key += ',';
+    }
+    return key;
   }
 
   private evaluate(service: ServicePolicy, request: PolicyRequest, candidates: Candidates, explain: boolean): Evaluation {
@@ -295,6 +298,10 @@ export class GatewayPolicy {
     }
     return service;
   }
+}
+
+function hasNul(part: string): boolean {
+  return part.includes('\0');
 }
 
 /** Whether every owner placeholder of a candidate's template holds the token's own id. */
