@@ -117,6 +117,8 @@ const KEEP_ALIVE_TIMEOUT = /timeout=(\d+)/i;
 /** Names whose value decides how a request is framed or where it goes: only dispatch() writes them. */
 const FRAMING: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding']);
 const EMPTY = Buffer.alloc(0);
+/** How much of a chunk is decoded at once for its header names and values (a longer head is read piece by piece). */
+const HEADER_TEXT_WINDOW = 8192;
 
 interface LlhttpExports {
   memory: WebAssembly.Memory;
@@ -142,6 +144,14 @@ export class ResponseParsers {
   private chunk: Buffer | null = null;
   private input = 0;
   private inputSize = 0;
+  /**
+   * The chunk being parsed as text, from the first header byte llhttp reported in it (`decodedFrom`,
+   * -1 until then) for at most HEADER_TEXT_WINDOW bytes: decoded once per chunk, each name and value
+   * then a substring of it. A Buffer.toString() per name and per value was ten calls into C++ per
+   * response, more than all the rest of reading its head.
+   */
+  private decoded = '';
+  private decodedFrom = -1;
 
   constructor() {
     const require = createRequire(import.meta.url);
@@ -152,7 +162,17 @@ export class ResponseParsers {
         return new WebAssembly.Module(require('undici/lib/llhttp/llhttp-wasm.js') as Uint8Array<ArrayBuffer>);
       }
     })();
-    const text = (at: number, length: number): string => this.chunk!.toString('latin1', at - this.input, at - this.input + length);
+    const text = (at: number, length: number): string => {
+      const chunk = this.chunk!;
+      const start = at - this.input;
+      if (this.decodedFrom < 0) {
+        this.decodedFrom = start;
+        this.decoded = chunk.toString('latin1', start, Math.min(chunk.length, start + HEADER_TEXT_WINDOW));
+      }
+      const from = start - this.decodedFrom;
+      if (from >= 0 && from + length <= this.decoded.length) return this.decoded.substring(from, from + length);
+      return chunk.toString('latin1', start, start + length);
+    };
     const instance = new WebAssembly.Instance(wasm, {
       env: {
         wasm_on_url: () => 0,
@@ -190,12 +210,14 @@ export class ResponseParsers {
     new Uint8Array(llhttp.memory.buffer, this.input, chunk.length).set(chunk);
     this.current = connection;
     this.chunk = chunk;
+    this.decodedFrom = -1;
     let code: number;
     try {
       code = llhttp.llhttp_execute(connection.parser, this.input, chunk.length);
     } finally {
       this.current = null;
       this.chunk = null;
+      this.decoded = '';
     }
     const consumed = code === OK ? chunk.length : llhttp.llhttp_get_error_pos(connection.parser) - this.input;
     return { code, consumed };

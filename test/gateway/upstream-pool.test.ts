@@ -127,6 +127,28 @@ t.test('a response written a byte at a time: headers and chunked body read whole
   t.match(upstream.heads, [/^GET \/one HTTP\/1\.1\r\nhost: 127\.0\.0\.1:\d+$/, /^GET \/two HTTP\/1\.1\r\n/]);
 });
 
+t.test('header names and values read whole in one chunk, beyond the decoded window, and across chunks; latin-1 bytes as they are', async (t) => {
+  const long = 'v'.repeat(10_000); // past the 8 KB decoded at once
+  const upstream = await rawUpstream(t, (socket, head) => {
+    if (head.startsWith('GET /one ')) {
+      socket.write(OK('one', `X-Short: a\r\nX-Long: ${long}\r\nX-After: after the long one\r\nX-Latin: caf\xe9\r\n`), 'latin1');
+    } else {
+      // The head in two chunks, split inside a value.
+      const bytes = OK('two', 'X-Split: first half, second half\r\nX-Next: next\r\n');
+      const cut = bytes.indexOf('first half, ') + 'first half, '.length;
+      socket.setNoDelay(true);
+      socket.write(bytes.slice(0, cut), 'latin1', () => setTimeout(() => socket.write(bytes.slice(cut), 'latin1'), 20));
+    }
+  });
+  const pool = newPool(t, upstream.origin, { connections: 1 });
+  const first = await exchange(pool, { path: '/one' });
+  t.same(first.headers, ['content-length', '3', 'X-Short', 'a', 'X-Long', long, 'X-After', 'after the long one', 'X-Latin', 'caf\xe9']);
+  t.equal(first.body, 'one');
+  const second = await exchange(pool, { path: '/two' });
+  t.same(second.headers, ['content-length', '3', 'X-Split', 'first half, second half', 'X-Next', 'next']);
+  t.equal(second.body, 'two');
+});
+
 t.test('a response that ends with the connection: read whole, and the connection not reused', async (t) => {
   const upstream = await rawUpstream(t, (socket, head) => {
     socket.end(`HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil the end ${head.split(' ')[1]}`);
