@@ -143,6 +143,10 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
   private clientGone = false;
   /** Node refused the upstream's headers: the response was destroyed and the failure reported. */
   private answeredByGateway = false;
+  /** What is left of a body whose length the upstream gave (Content-Length); -1 when it gave none. */
+  private bodyLeft = -1;
+  /** The response was ended with the body's last piece (onComplete has nothing left to write). */
+  private endedWithBody = false;
 
   // The request's own objects are not readonly: they are let go when the exchange ends (letGo()).
   constructor(
@@ -222,6 +226,8 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
       const name = upstreamHeaders[index]!.toLowerCase();
       if (RESPONSE_HOP_BY_HOP.has(name)) continue;
       const value = upstreamHeaders[index + 1]!;
+      // (llhttp has checked it is digits, and refused a response with two that differ.)
+      if (name === 'content-length') this.bodyLeft = Number(value);
       headers.push(name, name === 'location' ? this.rewriteLocation(value) : value);
     }
     try {
@@ -243,6 +249,17 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
   }
 
   onData(chunk: Buffer): boolean {
+    if (this.bodyLeft > 0) {
+      this.bodyLeft -= chunk.length;
+      if (this.bodyLeft === 0) {
+        // The body's last piece (for most answers, its only one) goes with the response's end: a
+        // write() would cork the socket and queue a tick to uncork it, for the end() that follows at
+        // once. llhttp completes the message in this same call: onComplete runs before anything else.
+        this.endedWithBody = true;
+        this.response.end(chunk);
+        return true;
+      }
+    }
     if (this.response.write(chunk)) {
       this.deadlines.awaitBody(this);
       return true;
@@ -263,7 +280,7 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
   onComplete(): void {
     this.completed = true;
     this.deadlines.release(this);
-    this.response.end();
+    if (!this.endedWithBody) this.response.end();
     this.letGo();
   }
 

@@ -68,6 +68,11 @@ async function startUpstream(t: { teardown(fn: () => unknown): void }): Promise<
         response.on('close', () => clearInterval(timer));
         return;
       }
+      if (path === '/sized') {
+        response.writeHead(200, { 'content-type': 'text/plain', 'content-length': '11' });
+        response.end('sized body.');
+        return;
+      }
       if (path === '/big') {
         response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(BIG.length) });
         response.end(BIG);
@@ -90,12 +95,15 @@ async function startFront(
   origin: string,
   timeouts: { responseTimeoutMs: number; bodyTimeoutMs: number; connectionsPerUpstream?: number },
   createPool?: PoolFactory,
+  /** Sees each client response before it is forwarded (to watch what the forwarder calls on it). */
+  watch?: (path: string, response: http.ServerResponse) => void,
 ): Promise<{ url: string; results: ForwardResult[]; forwarder: Forwarder; forwarded(): number }> {
   const forwarder = new Forwarder({ connectTimeoutMs: 1000, connectionsPerUpstream: 4, ...timeouts }, createPool);
   const results: ForwardResult[] = [];
   let forwarded = 0;
   const server = http.createServer((request, response) => {
     forwarded++;
+    watch?.(request.url ?? '/', response);
     const headers = Object.entries(request.headers).flatMap(([name, value]) => (HOP_BY_HOP.has(name) ? [] : [name, value as string]));
     forwarder.forward(
       request,
@@ -301,6 +309,59 @@ t.test('a client that stops reading is no upstream pause: the body arrives whole
   t.equal(answer.length, BIG.length);
   t.equal(answer.sha, BIG_SHA);
   t.equal(answer.complete, true);
+});
+
+t.test('a body of known length ends the response with its last piece, in one call; one of unknown length is written as it comes', async (t) => {
+  const upstream = await startUpstream(t);
+  // Per path: the pieces passed to write(), and the lengths of what end() was given.
+  const calls = new Map<string, { writes: number[]; ends: number[] }>();
+  const front = await startFront(t, upstream.origin, { responseTimeoutMs: 60_000, bodyTimeoutMs: 60_000 }, undefined, (path, response) => {
+    const seen = { writes: [] as number[], ends: [] as number[] };
+    calls.set(path, seen);
+    const write = response.write.bind(response) as (chunk: Buffer) => boolean;
+    const end = response.end.bind(response) as (chunk?: Buffer) => http.ServerResponse;
+    Object.assign(response, {
+      write: (chunk: Buffer) => (seen.writes.push(chunk.length), write(chunk)),
+      end: (chunk?: Buffer) => (seen.ends.push(chunk?.length ?? 0), end(chunk)),
+    });
+  });
+
+  // The upstream answers with its Content-Length, body and head in one read.
+  const sized = await call(front.url, '/sized');
+  t.equal(sized.body, 'sized body.');
+  t.equal(sized.complete, true);
+  t.same(calls.get('/sized'), { writes: [], ends: [11] }, 'no write(): the body went with end()');
+
+  // 8 MB with a Content-Length: written as it comes (the client's backpressure holds the upstream),
+  // the last piece with end(); whole, byte for byte.
+  const big = await call(front.url, '/big', { pauseMs: 200 });
+  t.equal(big.sha, BIG_SHA);
+  t.equal(big.complete, true);
+  const bigCalls = calls.get('/big')!;
+  t.equal(bigCalls.ends.length, 1);
+  t.ok(bigCalls.ends[0]! > 0, 'the last piece went with end()');
+  t.equal(bigCalls.writes.reduce((sum, length) => sum + length, 0) + bigCalls.ends[0]!, BIG.length, 'every byte once');
+
+  // No Content-Length (chunked): each piece written, then an empty end().
+  const small = await call(front.url, '/small');
+  t.equal(small.body, 'received 0 bytes');
+  t.same(calls.get('/small'), { writes: ['received 0 bytes'.length], ends: [0] });
+  const trickle = await call(front.url, '/trickle');
+  t.equal(trickle.body, Array.from({ length: 24 }, (_, piece) => `piece ${piece}\n`).join(''));
+  const trickleCalls = calls.get('/trickle')!;
+  t.ok(trickleCalls.writes.length > 1);
+  t.same(trickleCalls.ends, [0]);
+
+  // A body cut short of its Content-Length is never ended as if whole.
+  const front2 = await startFront(t, upstream.origin, { responseTimeoutMs: 60_000, bodyTimeoutMs: 200 }, undefined, (path, response) => {
+    const seen = { writes: [] as number[], ends: [] as number[] };
+    calls.set(`cut${path}`, seen);
+    const end = response.end.bind(response) as (chunk?: Buffer) => http.ServerResponse;
+    Object.assign(response, { end: (chunk?: Buffer) => (seen.ends.push(chunk?.length ?? 0), end(chunk)) });
+  });
+  const cut = await call(front2.url, '/pausing-body');
+  t.equal(cut.complete, false, 'the client sees a truncated body');
+  t.same(calls.get('cut/pausing-body')!.ends, [], 'end() was never called');
 });
 
 t.test('a slow upload is no slow upstream: the response is owed from when the body is all sent', async (t) => {
