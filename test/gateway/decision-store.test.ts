@@ -85,6 +85,29 @@ t.test('paths longer than the ring keeps in place, other methods, and ids of ano
   t.equal(await store.find('req-00000000-0000-0000-0000-000000000000'), undefined);
 });
 
+t.test('an id almost of the req-<uuid> form is kept as it was given, never read back as another', async (t) => {
+  const nearMisses = [
+    'req-ABCDEF01-2345-6789-abcd-ef0123456789', // upper case
+    'req-abcdef01-2345-6789-abcd-ef012345678', // a digit short
+    'req-abcdef01-2345-6789-abcd-ef01234567890', // a digit over
+    'xeq-abcdef01-2345-6789-abcd-ef0123456789',
+    'req-abcdef0123-45-6789-abcd-ef0123456789', // a dash out of place
+    'req-abcdef01-2345-6789-abcd-ef01234-6789', // a dash for a digit
+    'req-abcdef01-2345-6789-abcd-ef012345678g',
+    'req-abcdef01-2345-6789-abcd-ef012345678\u0130', // its low byte is the code of '0'
+    'req-abcdef01-2345-6789-abcd-ef012345678\u0161', // and this one's of 'a'
+  ];
+  const store = new DecisionStore({ kept: 10, clock: { now: () => 0 } });
+  for (const id of nearMisses) {
+    const request = proxied();
+    store.record(request, { ...outcomeOf(request, 200, 1), request_id: id });
+  }
+  const uuid = proxied();
+  store.record(uuid, outcomeOf(uuid, 200, 1));
+  t.same((await store.latest(10)).map((entry) => entry.decision.request_id), [uuid.requestId, ...[...nearMisses].reverse()]);
+  t.equal((await store.find(uuid.requestId))?.request_id, uuid.requestId, 'a req-<uuid> is read back from its 16 bytes');
+});
+
 // With Redis: one command per batch, not per request (an EVAL per request was over a third of the
 // gateway's CPU per request on PostgreSQL + Redis, and its queued commands were promoted under load).
 t.test('with Redis: a burst of decisions goes in batches, and Redis holds them all, bounded', async (t) => {
