@@ -5,6 +5,7 @@ import type { ReplayableDecision } from '../policy/policy-replay.ts';
 import type { Clock } from '../support/clock.ts';
 import type { Outcome } from './outcome.ts';
 import type { Authorization, ProxiedRequest } from './proxied-request.ts';
+import { REQUEST_ID_BYTE_AT } from '../support/request-id.ts';
 
 interface Logger {
   warn(object: object, message: string): void;
@@ -310,8 +311,6 @@ function policyPathOf(decision: DecisionRecord): string | null {
 }
 
 const HEX = '0123456789abcdef';
-/** UUID byte → where its two hex digits stand after 'req-' (the dashes skipped). */
-const ID_OFFSETS = [4, 6, 8, 10, 13, 15, 18, 20, 23, 25, 28, 30, 32, 34, 36, 38];
 /** A character code below 256 → its value as a lower-case hex digit, else -1. */
 const HEX_VALUE = new Int8Array(256).fill(-1);
 for (let digit = 0; digit < 16; digit++) HEX_VALUE[HEX.charCodeAt(digit)] = digit;
@@ -319,7 +318,6 @@ const DASH = 45;
 
 /** 'req-' and a uuid's 36 characters. */
 const ID_TEXT_LENGTH = 40;
-const PREFIX = [114, 101, 113, DASH]; // 'req-'
 
 /**
  * Writes the 16 bytes of a req-<uuid> id at `offset`; false (nothing usable written) for any other
@@ -333,12 +331,13 @@ function writeId(id: string, into: Uint8Array, offset: number, text: Buffer): bo
   // as the byte a Latin-1 copy would keep of it).
   if (id.length !== ID_TEXT_LENGTH || Buffer.byteLength(id) !== ID_TEXT_LENGTH) return false;
   text.write(id, 0, ID_TEXT_LENGTH, 'latin1');
-  if (text[0] !== PREFIX[0] || text[1] !== PREFIX[1] || text[2] !== PREFIX[2] || text[3] !== DASH) return false;
+  // 'req-'
+  if (text[0] !== 114 || text[1] !== 101 || text[2] !== 113 || text[3] !== DASH) return false;
   if (text[12] !== DASH || text[17] !== DASH || text[22] !== DASH || text[27] !== DASH) return false;
   // Negative once any digit is not lower-case hex.
   let bad = 0;
   for (let index = 0; index < ID_BYTES; index++) {
-    const at = ID_OFFSETS[index]!;
+    const at = REQUEST_ID_BYTE_AT[index]!;
     const high = HEX_VALUE[text[at]!]!;
     const low = HEX_VALUE[text[at + 1]!]!;
     bad |= high | low;

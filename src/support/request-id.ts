@@ -7,8 +7,8 @@ let used = IDS_PER_REFILL;
 /** The id is written here, then read out as one flat string. */
 const text = Buffer.from('req-00000000-0000-4000-8000-000000000000', 'latin1');
 const HEX = Buffer.from('0123456789abcdef', 'latin1');
-/** Where each of the uuid's 16 bytes goes in `text` (two hex digits each). */
-const BYTE_AT = [4, 6, 8, 10, 13, 15, 18, 20, 23, 25, 28, 30, 32, 34, 36, 38];
+/** Where each of the uuid's 16 bytes stands in a request id (two hex digits each, the dashes skipped). */
+export const REQUEST_ID_BYTE_AT: readonly number[] = [4, 6, 8, 10, 13, 15, 18, 20, 23, 25, 28, 30, 32, 34, 36, 38];
 
 /**
  * A request id as Keystone makes them: `req-` and a random (version 4) uuid. Written into one
@@ -28,7 +28,7 @@ export function newRequestId(): string {
     let byte = pool[from + index]!;
     if (index === 6) byte = (byte & 0x0f) | 0x40; // version 4
     else if (index === 8) byte = (byte & 0x3f) | 0x80; // RFC 9562 variant
-    const at = BYTE_AT[index]!;
+    const at = REQUEST_ID_BYTE_AT[index]!;
     text[at] = HEX[byte >> 4]!;
     text[at + 1] = HEX[byte & 15]!;
   }
