@@ -53,8 +53,9 @@ export class GatewayAnswers {
     if (status === 401) response.setHeader('WWW-Authenticate', `Keystone uri="${this.publicUrl.base(request)}/v3"`);
     response.setHeader('Content-Type', 'application/json');
     response.setHeader('Content-Length', Buffer.byteLength(body));
-    // The request body is not read: close the connection rather than leave it to be misparsed.
-    if (!request.complete) response.setHeader('Connection', 'close');
+    // A request body not read: close the connection rather than leave it to be misparsed. (A request
+    // without one is answered before Node has marked it complete; its stream started ended.)
+    if (!request.complete && !request.readableEnded) response.setHeader('Connection', 'close');
     response.end(request.method === 'HEAD' ? undefined : body);
   }
 }

@@ -6,6 +6,17 @@ import { rawRequest } from '../helpers/upstream.ts';
 
 // Requests that must not pass, and never reach the upstream.
 
+/** Writes `text` as it is on a new connection; resolves with all that came back once it closed. */
+function sendOnSocket(port: number, text: string): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(text));
+    let data = '';
+    socket.on('data', (chunk) => (data += chunk.toString()));
+    socket.on('end', () => resolve(data));
+    socket.on('error', () => resolve(data));
+  });
+}
+
 t.test('denials: policy, owner rule, tokens', async (t) => {
   const w = await gatewayWorld(t);
   const before = w.upstream.received.length;
@@ -91,14 +102,7 @@ t.test('path tricks never reach a route policy denies', async (t) => {
 
 t.test('HTTP-level defences', async (t) => {
   const w = await gatewayWorld(t);
-  const send = (text: string) =>
-    new Promise<string>((resolve) => {
-      const socket = net.connect(w.port, '127.0.0.1', () => socket.write(text));
-      let data = '';
-      socket.on('data', (chunk) => (data += chunk.toString()));
-      socket.on('end', () => resolve(data));
-      socket.on('error', () => resolve(data));
-    });
+  const send = (text: string) => sendOnSocket(w.port, text);
   const smuggled = await send(
     `POST /echo/v1/public/x HTTP/1.1\r\nHost: a\r\nX-Auth-Token: ${w.member}\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /echo/v1/admin/x HTTP/1.1\r\nHost: a\r\n\r\n`,
   );
@@ -118,6 +122,26 @@ t.test('HTTP-level defences', async (t) => {
     `POST /echo/v1/public/x HTTP/1.1\r\nHost: a\r\nX-Auth-Token: ${w.member}\r\nTransfer-Encoding: chunked, identity\r\nConnection: close\r\n\r\n0\r\n\r\n`,
   );
   t.match(chunked, /^HTTP\/1\.1 400/, 'a Transfer-Encoding that does not end in chunked is refused');
+});
+
+t.test('a refused request without a body keeps its connection; one with an unread body closes it', async (t) => {
+  const w = await gatewayWorld(t);
+  const exchange = (text: string) => sendOnSocket(w.port, text);
+  // Two requests on one connection, the first refused at once (no token): both are answered, and
+  // the first answer does not close the connection (nothing of its request is left unread).
+  const path = `/echo/v1/${w.projectId}/things`;
+  const bodyless = await exchange(`GET ${path} HTTP/1.1\r\nHost: a\r\n\r\nGET ${path} HTTP/1.1\r\nHost: a\r\nX-Auth-Token: ${w.reader}\r\nConnection: close\r\n\r\n`);
+  const answers = bodyless.split(/(?=HTTP\/1\.1 \d{3} )/);
+  t.equal(answers.length, 2, `two answers on one connection: ${bodyless}`);
+  t.match(answers[0], /^HTTP\/1\.1 401 /);
+  t.notMatch(answers[0], /\r\nconnection: close\r\n/i, 'the refusal keeps the connection');
+  t.match(answers[1], /^HTTP\/1\.1 200 /, 'the next request on it is served');
+  // A refused request whose body was never read: the connection closes after the answer, so the
+  // body is never taken for a request.
+  const withBody = await exchange(`POST ${path} HTTP/1.1\r\nHost: a\r\nContent-Length: 51\r\n\r\nGET /echo/v1/admin/x HTTP/1.1\r\nHost: a\r\n\r\n\r\n`);
+  t.match(withBody, /^HTTP\/1\.1 401 /);
+  t.match(withBody, /\r\nconnection: close\r\n/i, 'an unread body closes the connection');
+  t.equal(withBody.match(/HTTP\/1\.1 \d{3} /g)?.length, 1, 'the body is not answered as a request');
 });
 
 t.test('application-credential access rules are enforced at the gateway', async (t) => {
