@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
 import { AuthenticationError, ForbiddenError, NotFoundError, ServiceError, ValidationError } from '../support/errors.ts';
@@ -144,6 +145,12 @@ export type RouteInfo = DocumentedRoute;
 export function registerIdentityApi(app: App, api: IdentityApi, readiness: ReadinessProbe): RouteInfo[] {
   const routes: RouteInfo[] = [];
   app.removeAllContentTypeParsers();
+  // A request without Content-Length or Transfer-Encoding has no body, and Node hands it over with
+  // its stream already ended (optimizeEmptyRequests, src/app.ts). Fastify parses a body whenever a
+  // Content-Type is sent, and would wait for an 'end' that has been and gone: it reads an empty one.
+  app.addHook('preParsing', (request, _reply, payload, done) => {
+    done(null, payload.readableEnded && request.headers['content-type'] !== undefined ? Readable.from([]) : payload);
+  });
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
     try {
       done(null, parseJsonBody(body as Buffer));
