@@ -119,6 +119,8 @@ const FRAMING: ReadonlySet<string> = new Set(['host', 'content-length', 'transfe
 const EMPTY = Buffer.alloc(0);
 /** How much of a chunk is decoded at once for its header names and values (a longer head is read piece by piece). */
 const HEADER_TEXT_WINDOW = 8192;
+/** The most a plain connection reads at once (node's own read size). */
+const READ_BUFFER_BYTES = 65_536;
 
 interface LlhttpExports {
   memory: WebAssembly.Memory;
@@ -139,6 +141,13 @@ interface LlhttpExports {
  * module-wide, so `execute` notes which connection and which chunk they belong to while it runs.
  */
 export class ResponseParsers {
+  /**
+   * Where every plain (not TLS) connection's socket reads into (net's `onread`): one buffer for them
+   * all, since a read is handed to its connection and parsed before the next socket is read. It
+   * spares each read a buffer of its own, and the stream's 'data' event with the tick it schedules
+   * (bench/README.md). What must outlive the read (a body piece, bytes left while paused) is copied.
+   */
+  readonly readBuffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
   private readonly llhttp: LlhttpExports;
   private current: UpstreamConnection | null = null;
   private chunk: Buffer | null = null;
@@ -492,6 +501,8 @@ class UpstreamConnection {
   /** The upstream closed its side. */
   private ended = false;
   private upload: Upload | null = null;
+  /** The chunk being read is the shared read buffer's (reused by the next read): what outlives it is copied. */
+  private borrowed = false;
   private failure: Error | null = null;
   private connectTimer: NodeJS.Timeout | undefined;
   /** The exchange in progress's resume (a stale one must not resume the next exchange). */
@@ -507,11 +518,16 @@ class UpstreamConnection {
     // Half-open: an upstream's FIN must not close the socket before a paused exchange has read what it sent.
     // TCP keep-alive probes (as undici): an upstream host that vanished is noticed on an idle connection.
     const options = { host: pool.host, port: pool.port, noDelay: true, allowHalfOpen: true, keepAlive: true, keepAliveInitialDelay: 60_000 };
-    this.socket = pool.secure ? tls.connect({ ...options, servername: net.isIP(pool.host) ? undefined : pool.host }) : net.connect(options);
+    if (pool.secure) {
+      this.socket = tls.connect({ ...options, servername: net.isIP(pool.host) ? undefined : pool.host });
+      this.socket.on('data', (chunk: Buffer) => this.onSocketData(chunk));
+    } else {
+      const onread = { buffer: pool.parsers.readBuffer, callback: (length: number, buffer: Uint8Array) => this.onRead(length, buffer as Buffer) };
+      this.socket = net.connect({ ...options, onread });
+    }
     this.connectTimer = setTimeout(() => this.fail(new UpstreamError('connect-timeout', `Connecting to the upstream took over ${pool.options.connectTimeoutMs} ms`)), pool.options.connectTimeoutMs);
     this.connectTimer.unref();
     this.socket.once(pool.secure ? 'secureConnect' : 'connect', () => this.onConnected());
-    this.socket.on('data', (chunk: Buffer) => this.onSocketData(chunk));
     this.socket.on('end', () => this.onSocketEnd());
     this.socket.on('error', (error: Error) => {
       this.failure ??= error;
@@ -572,10 +588,21 @@ class UpstreamConnection {
     this.socket.destroy();
   }
 
+  /** A read into the shared buffer: parsed now, before the buffer is read into again. (A pause stops the socket itself.) */
+  private onRead(length: number, buffer: Buffer): true {
+    this.borrowed = true;
+    try {
+      this.onSocketData(buffer.subarray(0, length));
+    } finally {
+      this.borrowed = false;
+    }
+    return true;
+  }
+
   private onSocketData(chunk: Buffer): void {
     if (this.paused) {
       // A chunk already on its way when the socket was paused.
-      this.rest = this.rest.length === 0 ? chunk : Buffer.concat([this.rest, chunk]);
+      this.rest = this.rest.length === 0 ? this.kept(chunk) : Buffer.concat([this.rest, chunk]);
       return;
     }
     if (!this.handler) {
@@ -606,11 +633,16 @@ class UpstreamConnection {
       parsers.resume(this.parser);
       this.paused = true;
       this.socket.pause();
-      this.rest = consumed < chunk.length ? chunk.subarray(consumed) : EMPTY;
+      this.rest = consumed < chunk.length ? this.kept(chunk.subarray(consumed)) : EMPTY;
       return;
     }
     if (!this.handler) return; // the handler cut the exchange off from a callback
     this.end(new UpstreamError('protocol', `The upstream's response is malformed: ${parsers.reason(this.parser)}`));
+  }
+
+  /** Bytes of the chunk being read, as a buffer that outlives the read. */
+  private kept(bytes: Buffer): Buffer {
+    return this.borrowed ? Buffer.from(bytes) : bytes;
   }
 
   private resume(): void {
@@ -740,7 +772,8 @@ class UpstreamConnection {
     if (!handler) return USER_ERROR;
     // An execute restarts an open body span: the empty execute of resume() reports 0 bytes.
     if (chunk.length === 0) return OK;
-    const proceed = handler.onData(chunk);
+    // The handler may keep the piece (written to a client socket that is full, or not yet its own).
+    const proceed = handler.onData(this.kept(chunk));
     if (this.handler !== handler) return USER_ERROR;
     if (!proceed || this.paused) {
       this.paused = true;

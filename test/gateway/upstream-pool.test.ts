@@ -1,3 +1,4 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
 import http from 'node:http';
 import net from 'node:net';
 import { PassThrough } from 'node:stream';
@@ -439,6 +440,51 @@ t.test('a handler that pushes back on every chunk: the body arrives whole (no st
     });
   });
   t.same(outcome, { length: size, complete: true });
+});
+
+t.test('plain connections read into one shared buffer, without data events: what a handler keeps, and what waits while paused, stays as it was', async (t) => {
+  const sockets: net.Socket[] = [];
+  const onSocket = (message: unknown): void => void sockets.push((message as { socket: net.Socket }).socket);
+  diagnosticsChannel.subscribe('net.client.socket', onSocket);
+  t.teardown(() => diagnosticsChannel.unsubscribe('net.client.socket', onSocket));
+  // Each answer's body in pieces written apart (separate reads), each connection with bytes of its own.
+  const pieces = 20;
+  const upstream = await rawUpstream(t, (socket, head) => {
+    const letter = head.includes('/a') ? 'a' : 'b';
+    const piece = (index: number): string => `${letter}${index % 10}`.repeat(500);
+    socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${pieces * 1000}\r\n\r\n`);
+    let index = 0;
+    const next = (): void => {
+      if (index < pieces) socket.write(piece(index++), () => setTimeout(next, 1));
+    };
+    next();
+  });
+  const expected = (letter: string): string => Array.from({ length: pieces }, (_, index) => `${letter}${index % 10}`.repeat(500)).join('');
+  const pool = newPool(t, upstream.origin);
+  const kept = (path: string, holdHeadersMs: number): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      pool.dispatch({ method: 'GET', path, headers: [], body: null }, {
+        onConnect: () => undefined,
+        onHeaders: (_status, _headers, resume) => {
+          if (holdHeadersMs === 0) return true;
+          // Paused: what arrives meanwhile waits in the connection while the other one reads.
+          setTimeout(resume, holdHeadersMs);
+          return false;
+        },
+        // Kept as they came, read only at the end: a piece that was a view of the shared buffer
+        // would by then hold another read's bytes.
+        onData: (chunk) => chunks.push(chunk) > 0,
+        onComplete: () => resolve(Buffer.concat(chunks).toString('latin1')),
+        onError: reject,
+      });
+    });
+  const [a, b] = await Promise.all([kept('/a', 0), kept('/b', 60)]);
+  t.equal(a.length, pieces * 1000);
+  t.ok(a === expected('a'), 'the first body, byte for byte');
+  t.ok(b === expected('b'), 'the body that waited while paused, byte for byte');
+  t.equal(sockets.length, 2, 'two connections');
+  t.same(sockets.map((socket) => socket.listenerCount('data')), [0, 0], 'read without data events');
 });
 
 t.test('onHeaders returning false holds the body until resume', async (t) => {
