@@ -52,7 +52,7 @@ export class JwsTokenProvider implements TokenProvider {
   private readonly reloadListeners: (() => void)[] = [];
   /** False after a failed reload, until one succeeds (readyz). */
   private lastReloadSucceeded = false;
-  /** Reloads run one after another, so a slow older one never replaces newer keys. */
+  /** The last reload started (reload() chains each on it). */
   private reloads: Promise<void> = Promise.resolve();
 
   constructor(
@@ -66,14 +66,12 @@ export class JwsTokenProvider implements TokenProvider {
     if (outcome === 'imported') this.log.info({ repository: this.repository.description }, 'imported the JWS keys of JWS_KEY_REPOSITORY');
     await this.reload();
     this.stopWatching = this.repository.watch(() => {
-      this.reloads = this.reloads.then(() =>
-        this.reload().then(
-          () => this.log.info({ repository: this.repository.description }, 'reloaded JWS keys'),
-          (error: unknown) => {
-            this.lastReloadSucceeded = false;
-            this.log.error({ err: error }, 'JWS key reload failed; keeping the previous keys');
-          },
-        ),
+      this.reload().then(
+        () => this.log.info({ repository: this.repository.description }, 'reloaded JWS keys'),
+        (error: unknown) => {
+          this.lastReloadSucceeded = false;
+          this.log.error({ err: error }, 'JWS key reload failed; keeping the previous keys');
+        },
       );
     });
   }
@@ -87,7 +85,18 @@ export class JwsTokenProvider implements TokenProvider {
     this.stopWatching?.();
   }
 
-  async reload(): Promise<void> {
+  /**
+   * Loads the keys and uses them. Every reload (the watcher's, a key-change notice's, a caller's)
+   * waits for the ones before it and reads the keys when its turn comes: a slow one, started before
+   * a rotation, can never replace the keys a later one loaded.
+   */
+  reload(): Promise<void> {
+    const reload = this.reloads.then(() => this.load());
+    this.reloads = reload.catch(() => undefined);
+    return reload;
+  }
+
+  private async load(): Promise<void> {
     const files = await this.repository.load();
     const verification: VerificationKey[] = [];
     for (const file of files.publicKeys) {
