@@ -330,7 +330,8 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
     const detail = error.message;
     if (error instanceof UpstreamError && (error.code === 'connect-timeout' || error.code === 'response-timeout')) return { kind: 'timeout', detail };
     if (error instanceof UpstreamError && error.code === 'queue-timeout') return { kind: 'busy', detail };
-    if (this.clientGone || (this.request.destroyed && !this.request.complete)) return { kind: 'aborted', detail };
+    // (A request without a body is handed over with its stream already ended and destroyed.)
+    if (this.clientGone || (this.hasBody && this.request.destroyed && !this.request.complete)) return { kind: 'aborted', detail };
     return { kind: 'connect', detail };
   }
 }
