@@ -27,6 +27,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+# npm start's node flags, read where the benchmark and the test of the Dockerfile read them.
+start_flags=$(tsx -e "import { startNodeFlags } from './bench/processes.ts'; console.log(startNodeFlags().join(' '))")
 free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
 
 # The upstream: one nginx worker answering a fixed body, as bench/ingress.ts's.
@@ -65,7 +67,7 @@ start_service() {
   base="http://127.0.0.1:$port"
   DATABASE_URL="${ADMIN_URL%/*}/$database" WORKERS=1 POLICY_DIR="$work/policies" PORT=$port ADMIN_PASSWORD=$password \
     LOG_LEVEL=warn AUTH_RATE_LIMIT_PER_ADDRESS=0 AUTH_RATE_LIMIT_PER_USER=0 \
-    "${wrapper[@]}" node "$@" --min-semi-space-size=16 --max-semi-space-size=16 "$DIST/main.js" > "$work/service.log" 2>&1 &
+    "${wrapper[@]}" node "$@" $start_flags "$DIST/main.js" > "$work/service.log" 2>&1 &
   service_pid=$!
   for _ in $(seq 1 600); do
     curl -s -o /dev/null "$base/v3" && break
