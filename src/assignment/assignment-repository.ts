@@ -10,6 +10,7 @@ import {
 } from '../store/entities.ts';
 import { stringConditions, type StringMatch } from '../store/filters.ts';
 import { after, orderByOf, type PageRequest, type SortKey } from '../store/keyset.ts';
+import { plainRows } from '../store/plain-rows.ts';
 
 export type ActorType = 'user' | 'group';
 export type TargetType = 'project' | 'domain' | 'system';
@@ -141,6 +142,6 @@ export class AssignmentRepository {
     }
     if (query.inherited !== undefined) and.push({ inherited: query.inherited });
     if (page?.after) and.push(after(ASSIGNMENT_ORDER, page.after));
-    return em.find(AssignmentEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(ASSIGNMENT_ORDER), ...(page ? { limit: page.limit } : {}) });
+    return plainRows<AssignmentRow>(em, AssignmentEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(ASSIGNMENT_ORDER), limit: page?.limit });
   }
 }

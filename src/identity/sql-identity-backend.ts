@@ -11,6 +11,7 @@ import {
 } from '../store/entities.ts';
 import { stringConditions } from '../store/filters.ts';
 import { after, orderByOf, type PageRequest, type SortKey } from '../store/keyset.ts';
+import { plainRows } from '../store/plain-rows.ts';
 import type {
   GroupChanges,
   GroupQuery,
@@ -54,7 +55,7 @@ export class SqlIdentityBackend implements IdentityBackend, IdentityWrites {
     if (query.domainId !== undefined) and.push({ domainId: query.domainId });
     if (query.enabled !== undefined) and.push({ enabled: query.enabled });
     if (page?.after) and.push(after(USER_ORDER, page.after));
-    return em.find(UserEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(USER_ORDER), ...(page ? { limit: page.limit } : {}) });
+    return plainRows<UserRow>(em, UserEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(USER_ORDER), limit: page?.limit });
   }
 
   async createUser(em: EntityManager, user: NewUser): Promise<UserRow> {
@@ -80,7 +81,7 @@ export class SqlIdentityBackend implements IdentityBackend, IdentityWrites {
   async currentPasswords(em: EntityManager, userIds: string[]): Promise<Map<string, PasswordRow>> {
     const current = new Map<string, PasswordRow>();
     if (userIds.length === 0) return current;
-    const rows = await em.find(PasswordEntity, { userId: { $in: userIds } }, { orderBy: { createdAt: 'desc', id: 'desc' } });
+    const rows = await plainRows<PasswordRow>(em, PasswordEntity, { userId: { $in: userIds } }, { orderBy: { createdAt: 'desc', id: 'desc' } });
     for (const row of rows) if (!current.has(row.userId)) current.set(row.userId, row);
     return current;
   }

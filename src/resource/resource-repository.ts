@@ -2,6 +2,7 @@ import type { EntityManager } from '../store/database.ts';
 import { ProjectEntity, type ProjectRow } from '../store/entities.ts';
 import { stringConditions, type StringMatch } from '../store/filters.ts';
 import { after, orderByOf, type PageRequest, type SortKey } from '../store/keyset.ts';
+import { plainRows } from '../store/plain-rows.ts';
 
 export interface ProjectQuery {
   ids?: string[];
@@ -52,7 +53,7 @@ export class ResourceRepository {
     if (query.notTagsAll?.length) and.push({ $not: { tags: { $contains: query.notTagsAll } } });
     if (query.notTagsAny?.length) and.push(...query.notTagsAny.map((tag) => ({ $not: { tags: { $contains: [tag] } } })));
     if (page?.after) and.push(after(PROJECT_ORDER, page.after));
-    return em.find(ProjectEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(PROJECT_ORDER), ...(page ? { limit: page.limit } : {}) });
+    return plainRows<ProjectRow>(em, ProjectEntity, and.length ? { $and: and } : {}, { orderBy: orderByOf(PROJECT_ORDER), limit: page?.limit });
   }
 
   children(em: EntityManager, parentId: string): Promise<ProjectRow[]> {
