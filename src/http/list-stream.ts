@@ -11,6 +11,14 @@ interface ListSchema {
 
 type ListBody<K extends string, E> = { [P in K]: E[] } & { links: ReturnType<typeof collectionLinks> };
 
+/**
+ * The most characters a written piece of a streamed list holds. A page's JSON in one string could
+ * pass V8's large-object size (128 KiB: ~400 role assignments), and a large object still alive at
+ * a young-generation collection is promoted whole: the effective role assignment list of 100k
+ * grants filled the old generation with such pages, 7 mark-compacts instead of 2 (bench/README.md).
+ */
+export const LIST_PIECE_CHARS = 32 * 1024;
+
 /** Serializers compiled per list schema (fastify caches its own per route context; these are shared). */
 const serializers = new WeakMap<ListSchema, { item: (value: unknown) => string; links: (value: unknown) => string }>();
 
@@ -58,18 +66,23 @@ export async function sendList<K extends string, T, E>(
   }
   const { item, links: serializeLinks } = serialize;
   let written = 0;
-  const chunk = (page: E[]) => {
+  /** A page's entities as JSON, in pieces of about LIST_PIECE_CHARS. */
+  function* pieces(page: E[]): Generator<string, void, undefined> {
     let text = '';
-    for (const entity of page) text += (written++ ? ',' : '') + item(entity);
-    return text;
-  };
+    for (const entity of page) {
+      text += (written++ ? ',' : '') + item(entity);
+      if (text.length >= LIST_PIECE_CHARS) {
+        yield text;
+        text = '';
+      }
+    }
+    if (text) yield text;
+  }
   async function* body(): AsyncGenerator<string, void, undefined> {
     try {
-      yield `{${JSON.stringify(key)}:[${chunk(entities)}`;
-      for await (const page of pages) {
-        const text = chunk(await render(page.rows));
-        if (text) yield text;
-      }
+      yield `{${JSON.stringify(key)}:[`;
+      yield* pieces(entities);
+      for await (const page of pages) yield* pieces(await render(page.rows));
       yield `],"links":${serializeLinks(links)}}`;
     } catch (error) {
       request.log.error({ err: error }, 'a streamed list failed after its first page: the response is cut short');

@@ -1,5 +1,8 @@
+import http from 'node:http';
+import net from 'node:net';
 import t, { type Test } from 'tap';
 import type { LightMyRequestResponse } from 'fastify';
+import { LIST_PIECE_CHARS } from '../../src/http/list-stream.ts';
 import { startTestApp, type TestApp } from '../helpers/app.ts';
 
 // GET /v3/users, /v3/projects and /v3/role_assignments read LIST_PAGE_SIZE rows at a time and
@@ -202,4 +205,48 @@ t.test('long lists are streamed in pages with the same bytes as one page', async
     t.equal(head.body, '');
     testApp.config.listPageSize = ONE_PAGE;
   });
+});
+
+t.test("a streamed page's JSON is written in pieces that stay below V8's large-object size", async (t) => {
+  const testApp = await startTestApp(t);
+  const { call, config } = testApp;
+  const domain = (await call('POST', '/v3/domains', { domain: { name: 'pieces' } })).json().domain as { id: string };
+  // 40 users of ~5 KB each: a page of 20 is ~100 KB of JSON, three pieces' worth.
+  for (let index = 0; index < 40; index++) {
+    const created = await call('POST', '/v3/users', { user: { name: `u${index}`, domain_id: domain.id, notes: `${index}`.padEnd(5000, 'n') } });
+    t.equal(created.statusCode, 201);
+  }
+  const url = `/v3/users?domain_id=${domain.id}`;
+  config.listPageSize = 100_000;
+  const reference = (await call('GET', url)).body;
+  config.listPageSize = 20;
+  await testApp.app.server.listen({ port: 0, host: '127.0.0.1' });
+  const port = (testApp.app.server.server.address() as net.AddressInfo).port;
+  // What the list hands to the response, write by write (node may frame several writes as one
+  // HTTP chunk: the strings are what V8 holds).
+  const written: number[] = [];
+  const write = http.ServerResponse.prototype.write;
+  http.ServerResponse.prototype.write = function (this: http.ServerResponse, chunk: unknown, ...rest: unknown[]) {
+    written.push(typeof chunk === 'string' ? chunk.length : (chunk as Uint8Array).byteLength);
+    return (write as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
+  } as typeof write;
+  t.teardown(() => {
+    http.ServerResponse.prototype.write = write;
+  });
+  const body = await new Promise<string>((resolve, reject) => {
+    http.get(`http://127.0.0.1:${port}${url}`, { headers: { 'x-auth-token': testApp.adminToken } }, (response) => {
+      t.equal(response.statusCode, 200);
+      t.equal(response.headers['transfer-encoding'], 'chunked', 'streamed');
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (part: string) => (text += part));
+      response.on('end', () => resolve(text));
+    }).on('error', reject);
+  });
+  http.ServerResponse.prototype.write = write;
+  t.equal(body, reference, 'the same bytes as one page');
+  t.ok(written.length >= 6, `written in pieces (${written.join(', ')} characters)`);
+  // A piece ends once it reaches LIST_PIECE_CHARS, so it may hold one entity more (here ~5 KB).
+  const largest = Math.max(...written);
+  t.ok(largest < LIST_PIECE_CHARS + 6000, `no piece much over ${LIST_PIECE_CHARS} characters (largest ${largest})`);
 });
