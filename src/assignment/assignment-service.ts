@@ -654,15 +654,24 @@ function directEntry(row: AssignmentRow): AssignmentEntry {
   return { ...source, source };
 }
 
+/**
+ * A row's grant. A class, not an object literal: V8 tenures a literal's allocation site when one
+ * young-generation collection finds a page of them in use, and every later grant of a long
+ * listing would then be old-generation garbage (see JsonNode in http/render.ts).
+ */
+class RowGrant implements Grant {
+  constructor(
+    readonly actorType: ActorType,
+    readonly actorId: string,
+    readonly targetType: TargetType,
+    readonly targetId: string,
+    readonly roleId: string,
+    readonly inherited: boolean,
+  ) {}
+}
+
 function rowGrant(row: AssignmentRow): Grant & { inherited: boolean } {
-  return {
-    actorType: row.actorType as ActorType,
-    actorId: row.actorId,
-    targetType: row.targetType as TargetType,
-    targetId: row.targetId,
-    roleId: row.roleId,
-    inherited: row.inherited,
-  };
+  return new RowGrant(row.actorType as ActorType, row.actorId, row.targetType as TargetType, row.targetId, row.roleId, row.inherited);
 }
 
 function groupIdsOf(rows: AssignmentRow[]): string[] {
