@@ -91,12 +91,13 @@ t.test('a policy reload under load fails no request', async (t) => {
   const w = await gatewayWorld(t);
   const path = `/echo/v1/${w.projectId}/things`;
   const statuses: number[] = [];
+  let reloads = 0;
+  // The clients go on until three reloads have happened beside them, however slow a reload is.
   const client = async () => {
-    for (let i = 0; i < 25; i++) statuses.push((await rawRequest(w.port, { path, headers: { 'x-auth-token': w.reader } })).status);
+    while (reloads < 3 || statuses.length < 200) statuses.push((await rawRequest(w.port, { path, headers: { 'x-auth-token': w.reader } })).status);
   };
   let done = false;
   const clients = Promise.all(Array.from({ length: 8 }, client)).finally(() => (done = true));
-  let reloads = 0;
   while (!done) {
     // Equivalent rule sets that differ in text, so each reload really swaps.
     fs.writeFileSync(`${w.policies}/echo.csv`, `${ECHO_RULES}p, reader, project, /v1/{project_id}/round-${reloads}, GET, allow\n`);
@@ -105,6 +106,6 @@ t.test('a policy reload under load fails no request', async (t) => {
   }
   await clients;
   t.ok(reloads >= 3, `${reloads} reloads while ${statuses.length} requests ran`);
-  t.equal(statuses.length, 200);
+  t.ok(statuses.length >= 200, 'at least 200 requests');
   t.same([...new Set(statuses)], [200], 'every request during the reloads succeeded');
 });
