@@ -678,22 +678,60 @@ function groupIdsOf(rows: AssignmentRow[]): string[] {
   return [...new Set(rows.filter((row) => row.actorType === 'group').map((row) => row.actorId))];
 }
 
-/** Drops repeated effective entries of one grant source (see effectivePages). */
+/**
+ * Drops repeated effective entries of one grant source (see effectivePages). Most sources give a
+ * few entries (a grant and the roles it implies): those are compared field by field, and only a
+ * source with many (a group's members, an inherited grant's projects) gets a set of keys. A key
+ * string per entry, kept by this long-lived object, was V8's largest direct old-generation
+ * allocation in a 200k-entry listing (bench/README.md).
+ */
 class SourceDuplicates {
-  private source = '';
-  private readonly seen = new Set<string>();
+  /** Entries of one source past which they are looked up by key. */
+  private static readonly FEW = 16;
+  private source: Grant | undefined;
+  private readonly entries: AssignmentEntry[] = [];
+  private keys: Set<string> | undefined;
 
   isFirst(entry: AssignmentEntry): boolean {
-    const source = `${entry.source.targetType}\u0000${entry.source.targetId}\u0000${entry.source.actorType}\u0000${entry.source.actorId}`;
-    if (source !== this.source) {
-      this.source = source;
-      this.seen.clear();
+    if (!this.source || !sameSource(this.source, entry.source)) {
+      this.source = entry.source;
+      this.entries.length = 0;
+      this.keys = undefined;
     }
-    const key = [entry.actorId, entry.targetType, entry.targetId, entry.roleId, entry.priorRoleId ?? ''].join('\u0000');
-    if (this.seen.has(key)) return false;
-    this.seen.add(key);
+    if (this.keys) {
+      const key = duplicateKey(entry);
+      if (this.keys.has(key)) return false;
+      this.keys.add(key);
+      return true;
+    }
+    if (this.entries.some((seen) => sameEntry(seen, entry))) return false;
+    this.entries.push(entry);
+    if (this.entries.length > SourceDuplicates.FEW) {
+      this.keys = new Set(this.entries.map(duplicateKey));
+      this.entries.length = 0;
+    }
     return true;
   }
+}
+
+/** Grant sources are the same actor on the same target. */
+function sameSource(a: Grant, b: Grant): boolean {
+  return a.targetId === b.targetId && a.actorId === b.actorId && a.targetType === b.targetType && a.actorType === b.actorType;
+}
+
+/** Entries of one source repeat when these agree. */
+function sameEntry(a: AssignmentEntry, b: AssignmentEntry): boolean {
+  return (
+    a.actorId === b.actorId &&
+    a.targetType === b.targetType &&
+    a.targetId === b.targetId &&
+    a.roleId === b.roleId &&
+    (a.priorRoleId ?? '') === (b.priorRoleId ?? '')
+  );
+}
+
+function duplicateKey(entry: AssignmentEntry): string {
+  return [entry.actorId, entry.targetType, entry.targetId, entry.roleId, entry.priorRoleId ?? ''].join('\u0000');
 }
 
 function duplicateRole(name: string, domainId: string | null | undefined): ConflictError {
