@@ -6,7 +6,7 @@ import type { Group, User } from '../identity/identity-service.ts';
 import type { Policy } from '../policy-store/policy-store-service.ts';
 import type { Credential, Ec2Credential } from '../credential/credential-service.ts';
 import type { Limit, RegisteredLimit } from '../limit/limit-service.ts';
-import type { ProjectRow, Json } from '../store/entities.ts';
+import type { ProjectRow } from '../store/entities.ts';
 import type { Static } from 'typebox';
 import type { RevocationEvent } from '../events/revocation.ts';
 import type { TokenContext } from '../token/token-service.ts';
