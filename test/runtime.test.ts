@@ -23,6 +23,9 @@ t.test('the container and the benchmark start node with the flags of npm start',
   t.ok(flags.includes('--min-semi-space-size=16'), `npm start keeps the young generation at its loaded size: ${flags.join(' ')}`);
   t.ok(flags.includes('--max-semi-space-size=16'), `and at Node 20's size, half of what Node 26 grows it to (32 MB per process): ${flags.join(' ')}`);
   t.ok(flags.includes('--managed-zone-memory'), `V8's compiler memory in its own pooled pages, not the threads' malloc arenas: ${flags.join(' ')}`);
+  // V8 keeps freed compiler zones and heap pages 8-16 s by default: a worker's RSS peaked 7-9 MB above
+  // its working set after each burst of compilation (bench/README.md, 2026-11-30, third sitting).
+  t.ok(flags.includes('--memory-pool-timeout=1'), `and gives them back after 1-2 s: ${flags.join(' ')}`);
   // A V8 flag a later Node drops makes node refuse to start ("bad option"): the service would not come up.
   const run = spawnSync(process.execPath, [...flags, '-e', '0'], { encoding: 'utf8' });
   t.equal(run.status, 0, `this node starts with the flags of npm start: ${run.stderr}`);
