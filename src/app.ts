@@ -240,6 +240,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
             // ended and emits nothing, sparing each such request the stream's end and close events
             // and their ticks (most of the gateway's traffic; bench/README.md).
             optimizeEmptyRequests: true,
+            // Strict parsing whatever node's flags say (--insecure-http-parser): a header name that is not
+            // a token, or a value with a control character, is refused with a 400 here, and the
+            // gateway forwards the client's headers without testing them again (src/gateway/upstream-request.ts).
+            insecureHTTPParser: false,
           },
           (request, response) => dispatch(request, response, false),
         );

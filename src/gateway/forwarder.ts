@@ -35,6 +35,8 @@ export interface ForwardTarget {
   origin: string;
   path: string;
   headers: HeaderList;
+  /** How many entries at the start of `headers` are known to be sendable (UpstreamRequest.checkedHeaders). */
+  checkedHeaders?: number;
   /** Sent after `headers`: lines checked and written once (a token's identity headers). */
   preparedHeaders?: PreparedHeaders;
   /**
@@ -95,7 +97,7 @@ export class Forwarder {
     const exchange = new Exchange(request, response, hasBody, this.deadlines, target.responseHeaders, rewriteLocation, settled, failed);
     // Owed from now: a request waiting for a connection (every one busy) waits on the same deadline.
     this.deadlines.awaitHeaders(exchange);
-    pool.dispatch({ path: target.path, method: request.method ?? 'GET', headers: target.headers, prepared: target.preparedHeaders, body: hasBody ? request : null }, exchange);
+    pool.dispatch({ path: target.path, method: request.method ?? 'GET', headers: target.headers, checkedHeaders: target.checkedHeaders, prepared: target.preparedHeaders, body: hasBody ? request : null }, exchange);
   }
 
   /** Refuses new requests; the ones under way finish, on their deadlines (a silent upstream still gets its 504). */

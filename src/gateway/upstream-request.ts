@@ -34,16 +34,6 @@ export class UpstreamRequests {
     const { request, requestId, route, caller } = proxied;
     const upstream = proxied.upstream!;
     const headers = forwardableHeaders(request.headers);
-    // A user token's headers go as the lines written when it was first seen; with a service token
-    // (or a value the pool will refuse) they go in the list, checked per request.
-    let prepared: PreparedHeaders | undefined;
-    if (caller!.service) pushAll(headers, identityHeaderList(caller!.user, caller!.service));
-    else {
-      const identity = this.userIdentityHeaders(caller!.user);
-      prepared = identity.prepared;
-      if (!prepared) pushAll(headers, identity.list);
-    }
-    if (catalogHeader !== undefined) headers.push('x-service-catalog', catalogHeader);
     const host = header(request, 'host');
     const peer = unmappedAddress(request.socket.remoteAddress ?? '');
     if (this.isTrustedProxy(peer)) {
@@ -65,8 +55,22 @@ export class UpstreamRequests {
       headers.push('x-forwarded-for', peer, 'x-forwarded-proto', this.publicUrl.protocol(host), 'x-forwarded-host', host ?? '');
     }
     headers.push('host', upstream.host, 'x-openstack-request-id', requestId);
+    // So far: the client's headers as node's strict parser read them, and values made of those, of the
+    // socket's address, of a URL's host and of our request id: nothing the pool would refuse, so it
+    // does not test them again. What follows (names and values from the identity store) it does.
+    const checkedHeaders = headers.length;
+    // A user token's headers go as the lines written when it was first seen; with a service token
+    // (or a value the pool will refuse) they go in the list, checked per request.
+    let prepared: PreparedHeaders | undefined;
+    if (caller!.service) pushAll(headers, identityHeaderList(caller!.user, caller!.service));
+    else {
+      const identity = this.userIdentityHeaders(caller!.user);
+      prepared = identity.prepared;
+      if (!prepared) pushAll(headers, identity.list);
+    }
+    if (catalogHeader !== undefined) headers.push('x-service-catalog', catalogHeader);
     const path = joinPath(upstream, route!.encodedPath) + (route!.target.query ? `?${route!.target.query}` : '');
-    return { origin: upstream.origin, path, headers, preparedHeaders: prepared, responseHeaders: ['x-openstack-request-id', requestId] };
+    return { origin: upstream.origin, path, headers, checkedHeaders, preparedHeaders: prepared, responseHeaders: ['x-openstack-request-id', requestId] };
   }
 
   /** A validated user token's identity headers, built once: the validation cache hands back the same context. */

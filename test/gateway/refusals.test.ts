@@ -124,6 +124,26 @@ t.test('HTTP-level defences', async (t) => {
   t.match(chunked, /^HTTP\/1\.1 400/, 'a Transfer-Encoding that does not end in chunked is refused');
 });
 
+t.test('a header name or value node could not read strictly is refused before the gateway, whatever node\'s flags say', async (t) => {
+  const w = await gatewayWorld(t);
+  // The gateway forwards the client's headers as node's parser read them, without testing them again
+  // (src/gateway/upstream-pool.ts): that parser must be strict even under --insecure-http-parser.
+  // (A property of node's server that its type declarations leave out.)
+  const server = w.testApp.app.server.server as typeof w.testApp.app.server.server & { insecureHTTPParser?: boolean };
+  t.equal(server.insecureHTTPParser, false, 'the server asks for strict parsing itself');
+  const path = `/echo/v1/${w.projectId}/things`;
+  const before = w.upstream.received.length;
+  for (const line of ['X-Note: a\x01b', 'X-Note: a\x7fb', 'X-Note: a\x00b', 'X-Note: a\x1bb', 'X Note: v', 'X(Note): v', 'X-Nöte: v']) {
+    const answer = await sendOnSocket(w.port, `GET ${path} HTTP/1.1\r\nHost: a\r\nX-Auth-Token: ${w.reader}\r\n${line}\r\nConnection: close\r\n\r\n`);
+    t.match(answer, /^HTTP\/1\.1 400 /, JSON.stringify(line));
+  }
+  t.equal(w.upstream.received.length, before, 'none of them reached the upstream');
+  const fine = await sendOnSocket(w.port, `GET ${path} HTTP/1.1\r\nHost: a\r\nX-Auth-Token: ${w.reader}\r\nX-Note: tab\there, UTF-8 \u00e9\r\nConnection: close\r\n\r\n`);
+  t.match(fine, /^HTTP\/1\.1 200 /, 'a tab and bytes beyond ASCII are fine');
+  // Byte for byte: node reads a header's bytes as Latin-1 and the gateway writes them back so.
+  t.equal(w.upstream.received.at(-1)?.headers['x-note'], Buffer.from('tab\there, UTF-8 \u00e9').toString('latin1'), 'and forwarded as they came');
+});
+
 t.test('a refused request without a body keeps its connection; one with an unread body closes it', async (t) => {
   const w = await gatewayWorld(t);
   const exchange = (text: string) => sendOnSocket(w.port, text);

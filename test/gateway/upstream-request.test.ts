@@ -78,6 +78,24 @@ t.test('identity headers that cannot be prepared go in the list, where the pool 
   const at = target.headers.indexOf('x-user-name');
   t.ok(at >= 0, 'x-user-name is in the list');
   t.equal(target.headers[at + 1], 'line\r\nx-injected: yes', 'unchanged: the pool refuses the request (test/gateway/upstream-pool.test.ts)');
+  t.ok(at >= target.checkedHeaders!, 'after the entries the pool takes as checked, so it tests them');
+});
+
+t.test('the entries the pool takes as checked: the client\'s headers and what the gateway made of them, no more', async (t) => {
+  for (const [name, target] of [
+    ['user token', requests().build(proxied(tokenContext('alice')), '{"catalog":[]}')],
+    ['service token', requests().build(proxied(tokenContext('alice'), tokenContext('nova')), undefined)],
+  ] as const) {
+    const checked = target.headers.slice(0, target.checkedHeaders);
+    t.same(
+      checked,
+      ['x-auth-token', 'token', 'accept', 'application/json', 'x-forwarded-for', '192.0.2.7', 'x-forwarded-proto', 'http', 'x-forwarded-host', 'gateway.example', 'host', '127.0.0.1:9', 'x-openstack-request-id', target.responseHeaders[1]],
+      `${name}: node's parser read them, or the gateway wrote them from the socket, the catalog's URL and its request id`,
+    );
+    const rest: string[] = [];
+    for (let index = target.checkedHeaders!; index < target.headers.length; index += 2) rest.push(target.headers[index] as string);
+    t.ok(rest.every((header) => /^(x-(service-)?(identity-status|user-|project-|domain-|roles|is-admin-project)|openstack-system-scope|x-service-catalog)/.test(header)), `${name}: identity and catalog headers come after, checked: ${rest.join(' ')}`);
+  }
 });
 
 t.test("with a service token both tokens' headers go in the list, per request", async (t) => {
