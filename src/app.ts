@@ -41,6 +41,7 @@ import { GatewayCatalog } from './catalog/client-catalog.ts';
 import { clientAddressResolver } from './http/client-address.ts';
 import { handleFrameworkError } from './http/errors.ts';
 import { errorEnvelope } from './support/errors.ts';
+import { restoreFastPrimitivePrototypes } from './support/primitive-prototypes.ts';
 import { answerExpectationFailed, markExpectsContinue, onlyContinueExpected } from './http/expect.ts';
 import { MOUNT_PREFIX } from './http/links.ts';
 import type { GatewayPolicy } from './policy/gateway-policy.ts';
@@ -595,6 +596,8 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       },
     });
     await server.ready();
+    // Every module the application starts with has been evaluated, ioredis's among them.
+    restoreFastPrimitivePrototypes();
 
     return {
       ...api,
