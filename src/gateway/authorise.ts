@@ -69,7 +69,17 @@ export class Authoriser {
     if (accessRules.length > 0 && !privilegedService && !accessRulesAllow(accessRules, serviceType, method, path)) {
       return ACCESS_RULES_REFUSAL;
     }
-    const decision = policy.decide({ service: serviceType, method, path, ...subject });
+    // Field by field, not `...subject`: one shape for every request (a spread copies through a
+    // builtin, and a token without a project would give the request another shape).
+    const decision = policy.decide({
+      service: serviceType,
+      method,
+      path,
+      roles: subject.roles,
+      scope: subject.scope,
+      projectId: subject.projectId,
+      userId: subject.userId,
+    });
     let authorization = this.authorizations.get(decision);
     if (authorization === undefined) {
       authorization = { allowed: decision.allowed, reason: decision.reason };
