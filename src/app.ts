@@ -51,6 +51,7 @@ import { DecisionStore } from './gateway/decision-store.ts';
 import { ServiceMetrics } from './metrics/service-metrics.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
 import { compileValidator } from './http/schemas.ts';
+import { StalledConnections } from './http/stalled-connections.ts';
 import { IdentityService } from './identity/identity-service.ts';
 import { IdentityRepository } from './identity/identity-repository.ts';
 import type { DomainIdentityConfigSource } from './identity/domain-identity-config.ts';
@@ -215,6 +216,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     // One HTTP server, two faces: requests for /{service_type}/… go straight to the gateway (no
     // framework work on the proxy path); /, /v3/… and /identity/v3/… go to the identity API.
     let gateway: Gateway | undefined;
+    let stalledConnections: StalledConnections | undefined;
     const server = Fastify({
       serverFactory: (identityHandler) => {
         const dispatch = (request: http.IncomingMessage, response: http.ServerResponse, expectsContinue: boolean): void => {
@@ -260,7 +262,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         );
         // With a server factory, fastify leaves the timeouts to us; Node's 0 would mean "no limit".
         httpServer.keepAliveTimeout = 72_000;
-        httpServer.setTimeout(config.requestTimeoutMs * 2);
+        // A connection that stalls mid-request or mid-response (a client that stops reading) is
+        // closed after twice the request timeout: swept, not a timer per socket (stalled-connections.ts).
+        stalledConnections = new StalledConnections(httpServer, { stallMs: config.requestTimeoutMs * 2, clock });
+        startedParts.push(() => stalledConnections?.stop());
         return httpServer;
       },
       clientErrorHandler: answerClientError,
@@ -624,6 +629,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
           await server.close();
         } finally {
           clearInterval(closeIdle);
+          stalledConnections?.stop();
         }
         await activeGateway.close();
         await decisions?.flush(); // the last batch of decisions, before Redis goes

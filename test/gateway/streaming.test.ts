@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
+import { once } from 'node:events';
 import t from 'tap';
 
 const tap = t;
@@ -18,12 +19,16 @@ interface RawUpstream {
   url: string;
   /** Resolves when a /v1/hang request's connection closes, with ms since it arrived. */
   hangClosed: Promise<number>;
+  /** Resolves when a /v1/endless response closes, with the bytes it had written. */
+  endlessClosed: Promise<number>;
   close(): Promise<void>;
 }
 
 async function startRawUpstream(): Promise<RawUpstream> {
   let hangClosed!: (ms: number) => void;
   const hang = new Promise<number>((resolve) => (hangClosed = resolve));
+  let endlessClosed!: (bytes: number) => void;
+  const endless = new Promise<number>((resolve) => (endlessClosed = resolve));
   const server = http.createServer((request, response) => {
     request.resume();
     const url = request.url ?? '';
@@ -53,6 +58,18 @@ async function startRawUpstream(): Promise<RawUpstream> {
       response.writeHead(200, { 'content-type': 'text/plain', 'content-length': '100000' });
       response.write('only the beginning');
       setTimeout(() => response.socket?.destroy(), 100);
+    } else if (url.startsWith('/v1/endless')) {
+      // Writes for as long as it is read (backpressure honoured).
+      response.writeHead(200, { 'content-type': 'application/octet-stream' });
+      let written = 0;
+      const write = () => {
+        while (!response.destroyed) {
+          written += 64 * 1024;
+          if (!response.write(BIG.subarray(0, 64 * 1024))) return void response.once('drain', write);
+        }
+      };
+      response.on('close', () => endlessClosed(written));
+      write();
     } else if (url.startsWith('/v1/hang')) {
       const arrived = Date.now();
       response.on('close', () => hangClosed(Date.now() - arrived));
@@ -65,6 +82,7 @@ async function startRawUpstream(): Promise<RawUpstream> {
   return {
     url: `http://127.0.0.1:${port}`,
     hangClosed: hang,
+    endlessClosed: endless,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -157,4 +175,33 @@ t.test('response headers, bodies and broken exchanges', async (t) => {
 
   // The gateway still works afterwards (the pool is not left holding a dead exchange).
   t.equal((await rawRequest(w.port, { path: '/raw/v1/cookies', headers })).status, 200);
+});
+
+t.test('a client that stops reading for good: its connection and the upstream exchange are closed once stalled for twice the request timeout', async (t) => {
+  // The service's clock decides when (REQUEST_TIMEOUT_MS × 2 = 2 s on it, src/http/stalled-connections.ts);
+  // its sweep runs every 250 ms of real time, so each move of the clock is seen within that.
+  const w = await gatewayWorld(t, { UPSTREAM_RESPONSE_TIMEOUT_MS: '30000', REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '1000' });
+  const upstream = await withRawService(t, w);
+  t.equal(w.testApp.app.server.server.timeout, 0, "no socket timer of node's: refreshed on every read and write, it cost ~2,000 instructions per request");
+  const client = net.connect(w.port, '127.0.0.1');
+  client.on('error', () => {});
+  await once(client, 'connect');
+  client.write(`GET /raw/v1/endless HTTP/1.1\r\nHost: a\r\nX-Auth-Token: ${w.member}\r\n\r\n`);
+  client.pause();
+  await once(client, 'readable'); // the response has begun
+  // The gateway's side of the connection closing cuts the upstream exchange off: that is what is
+  // waited for (a paused socket sees its own end only once it reads).
+  let upstreamWrote = -1;
+  let rounds = 0;
+  while (upstreamWrote < 0 && rounds < 40) {
+    rounds += 1;
+    w.testApp.clock.advance(2000);
+    upstreamWrote = await Promise.race([upstream.endlessClosed, new Promise<number>((resolve) => setTimeout(() => resolve(-1), 300))]);
+  }
+  t.ok(upstreamWrote > 0, `the upstream exchange was cut off (the clock moved ${rounds} × 2 s)`);
+  t.ok(upstreamWrote < 256 * 1024 * 1024, `the upstream was held back meanwhile (${upstreamWrote} bytes written)`);
+  client.resume();
+  const clientClosed = await Promise.race([once(client, 'close').then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 5000))]);
+  t.ok(clientClosed, "and the client's connection closed");
+  t.equal((await rawRequest(w.port, { path: '/raw/v1/cookies', headers: { 'x-auth-token': w.member } })).status, 200, 'the gateway serves on');
 });
