@@ -196,6 +196,13 @@ function answerOnSocket(socket: Duplex, status: number, message: string, extraHe
   );
 }
 
+/**
+ * How long after UPSTREAM_RESPONSE_TIMEOUT_MS a connection may sit without a byte before it counts as
+ * stalled: the gateway's deadlines pass up to two ticks (≤ 1 s each) late, and its 504 must be
+ * written before the connection is closed.
+ */
+const UPSTREAM_ANSWER_MARGIN_MS = 3000;
+
 /** The composition root: opens the store, runs migrations, builds each service once. */
 export async function buildApplication(config: Config, options: BuildOptions = {}): Promise<Application> {
   const clock = options.clock ?? systemClock;
@@ -263,8 +270,13 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         // With a server factory, fastify leaves the timeouts to us; Node's 0 would mean "no limit".
         httpServer.keepAliveTimeout = 72_000;
         // A connection that stalls mid-request or mid-response (a client that stops reading) is
-        // closed after twice the request timeout: swept, not a timer per socket (stalled-connections.ts).
-        stalledConnections = new StalledConnections(httpServer, { stallMs: config.requestTimeoutMs * 2, clock });
+        // closed after twice the request timeout, or once a silent upstream's 504 has had time to
+        // reach it: swept, not a timer per socket (stalled-connections.ts). Monotonic time but in
+        // tests, whose clock moves by hand.
+        stalledConnections = new StalledConnections(httpServer, {
+          stallMs: Math.max(config.requestTimeoutMs * 2, config.upstreamResponseTimeoutMs + UPSTREAM_ANSWER_MARGIN_MS),
+          now: options.clock ? () => clock.now() : () => performance.now(),
+        });
         startedParts.push(() => stalledConnections?.stop());
         return httpServer;
       },

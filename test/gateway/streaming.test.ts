@@ -21,6 +21,10 @@ interface RawUpstream {
   hangClosed: Promise<number>;
   /** Resolves when a /v1/endless response closes, with the bytes it had written. */
   endlessClosed: Promise<number>;
+  /** Bytes the /v1/endless response has written so far. */
+  endlessWritten(): number;
+  /** /v1/hang requests that have arrived. */
+  hangs(): number;
   close(): Promise<void>;
 }
 
@@ -29,6 +33,8 @@ async function startRawUpstream(): Promise<RawUpstream> {
   const hang = new Promise<number>((resolve) => (hangClosed = resolve));
   let endlessClosed!: (bytes: number) => void;
   const endless = new Promise<number>((resolve) => (endlessClosed = resolve));
+  let endlessWritten = 0;
+  let hangs = 0;
   const server = http.createServer((request, response) => {
     request.resume();
     const url = request.url ?? '';
@@ -61,16 +67,16 @@ async function startRawUpstream(): Promise<RawUpstream> {
     } else if (url.startsWith('/v1/endless')) {
       // Writes for as long as it is read (backpressure honoured).
       response.writeHead(200, { 'content-type': 'application/octet-stream' });
-      let written = 0;
       const write = () => {
         while (!response.destroyed) {
-          written += 64 * 1024;
+          endlessWritten += 64 * 1024;
           if (!response.write(BIG.subarray(0, 64 * 1024))) return void response.once('drain', write);
         }
       };
-      response.on('close', () => endlessClosed(written));
+      response.on('close', () => endlessClosed(endlessWritten));
       write();
     } else if (url.startsWith('/v1/hang')) {
+      hangs += 1;
       const arrived = Date.now();
       response.on('close', () => hangClosed(Date.now() - arrived));
     } else {
@@ -83,6 +89,8 @@ async function startRawUpstream(): Promise<RawUpstream> {
     url: `http://127.0.0.1:${port}`,
     hangClosed: hang,
     endlessClosed: endless,
+    endlessWritten: () => endlessWritten,
+    hangs: () => hangs,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -177,31 +185,47 @@ t.test('response headers, bodies and broken exchanges', async (t) => {
   t.equal((await rawRequest(w.port, { path: '/raw/v1/cookies', headers })).status, 200);
 });
 
-t.test('a client that stops reading for good: its connection and the upstream exchange are closed once stalled for twice the request timeout', async (t) => {
-  // The service's clock decides when (REQUEST_TIMEOUT_MS × 2 = 2 s on it, src/http/stalled-connections.ts);
-  // its sweep runs every 250 ms of real time, so each move of the clock is seen within that.
-  const w = await gatewayWorld(t, { UPSTREAM_RESPONSE_TIMEOUT_MS: '30000', REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '1000' });
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+t.test('a client that stops reading for good: its connection and the upstream exchange are closed once stalled (on the service clock)', async (t) => {
+  // Stalled after max(2 × REQUEST_TIMEOUT_MS, UPSTREAM_RESPONSE_TIMEOUT_MS + 3 s) = 5 s on the
+  // service's clock (src/http/stalled-connections.ts), swept every 625 ms of real time.
+  const stallMs = 5000;
+  const w = await gatewayWorld(t, { UPSTREAM_RESPONSE_TIMEOUT_MS: '2000', REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '1000' });
   const upstream = await withRawService(t, w);
-  t.equal(w.testApp.app.server.server.timeout, 0, "no socket timer of node's: refreshed on every read and write, it cost ~2,000 instructions per request");
+  t.equal(w.testApp.app.server.server.timeout, 0, "no socket timer of node's: refreshed on every read and write, it cost ~1,000 instructions per request");
   const client = net.connect(w.port, '127.0.0.1');
   client.on('error', () => {});
   await once(client, 'connect');
   client.write(`GET /raw/v1/endless HTTP/1.1\r\nHost: a\r\nX-Auth-Token: ${w.member}\r\n\r\n`);
   client.pause();
   await once(client, 'readable'); // the response has begun
-  // The gateway's side of the connection closing cuts the upstream exchange off: that is what is
-  // waited for (a paused socket sees its own end only once it reads).
-  let upstreamWrote = -1;
-  let rounds = 0;
-  while (upstreamWrote < 0 && rounds < 40) {
-    rounds += 1;
-    w.testApp.clock.advance(2000);
-    upstreamWrote = await Promise.race([upstream.endlessClosed, new Promise<number>((resolve) => setTimeout(() => resolve(-1), 300))]);
+  // Until every buffer between the upstream and the client is full: the upstream is held back.
+  let written = -1;
+  while (upstream.endlessWritten() !== written) {
+    written = upstream.endlessWritten();
+    await pause(300);
   }
-  t.ok(upstreamWrote > 0, `the upstream exchange was cut off (the clock moved ${rounds} × 2 s)`);
+  let cutOff = false;
+  void upstream.endlessClosed.then(() => (cutOff = true));
+  w.testApp.clock.advance(stallMs - 1);
+  await pause(1500); // two sweeps and more
+  t.equal(cutOff, false, 'not before the stall time');
+  w.testApp.clock.advance(1);
+  const upstreamWrote = await Promise.race([upstream.endlessClosed, pause(4000).then(() => -1)]);
+  t.ok(upstreamWrote > 0, 'at the stall time the client connection is closed, and the upstream exchange cut off with it');
   t.ok(upstreamWrote < 256 * 1024 * 1024, `the upstream was held back meanwhile (${upstreamWrote} bytes written)`);
-  client.resume();
-  const clientClosed = await Promise.race([once(client, 'close').then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 5000))]);
-  t.ok(clientClosed, "and the client's connection closed");
+  client.resume(); // (a paused socket sees its own end only once it reads)
+  const clientClosed = await Promise.race([once(client, 'close').then(() => true), pause(5000).then(() => false)]);
+  t.ok(clientClosed, "the client's connection closed");
+
+  // A silent upstream: its 504 reaches the client, although the connection has sat past twice the
+  // request timeout (the stall time leaves the upstream's deadline room).
+  const hangsBefore = upstream.hangs();
+  const hung = rawRequest(w.port, { path: '/raw/v1/hang', headers: { 'x-auth-token': w.member } });
+  while (upstream.hangs() === hangsBefore) await pause(20);
+  await pause(700); // a sweep has seen the request come
+  w.testApp.clock.advance(stallMs - 1);
+  t.equal((await hung).status, 504, 'the 504, not a closed connection');
   t.equal((await rawRequest(w.port, { path: '/raw/v1/cookies', headers: { 'x-auth-token': w.member } })).status, 200, 'the gateway serves on');
 });

@@ -74,7 +74,7 @@ t.test('identity API request limits', async (t) => {
     const server = app.app.server.server;
     t.equal(server.headersTimeout, 5000);
     t.equal(server.requestTimeout, 20_000);
-    t.equal(server.timeout, 0, "stalled connections are swept (after twice the request timeout), not timed by node's per-socket timer");
+    t.equal(server.timeout, 0, "stalled connections are swept (src/http/stalled-connections.ts), not timed by node's per-socket timer");
     t.equal(server.keepAliveTimeout, 72_000);
   });
 });
