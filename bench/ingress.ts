@@ -345,6 +345,19 @@ export function ingressTable(result: IngressResult): string {
       if (!paced) continue;
       lines.push(`${name.padEnd(12)}  ${paced.latencyMs.p50.toFixed(2).padStart(8)}  ${paced.latencyMs.p99.toFixed(2).padStart(8)}  ${paced.latencyMs.max.toFixed(2).padStart(8)}  ${String(paced.non2xx).padStart(7)}  ${String(paced.errors).padStart(6)}`);
     }
+    const scheduled = Object.entries(result.paced.results).filter(([, paced]) => paced?.scheduler);
+    if (scheduled.length > 0) {
+      // Waiting in the run queue is time the process cannot see: its own latency histogram and
+      // event-loop delay start when it runs again.
+      lines.push('', `the scheduler's view of each paced run (warm-up included; /proc/<pid>/task/*/schedstat and status): main threads, then all others`, '');
+      lines.push(`${'target'.padEnd(12)}  ${'ran ms'.padStart(8)}  ${'waited ms'.padStart(9)}  ${'preempted'.padStart(9)}  ${'others ran'.padStart(10)}  ${'waited'.padStart(7)}`);
+      for (const [name, paced] of scheduled) {
+        const { main, others } = paced!.scheduler!;
+        lines.push(
+          `${name.padEnd(12)}  ${main.runMs.toFixed(0).padStart(8)}  ${main.waitMs.toFixed(1).padStart(9)}  ${String(main.preempted).padStart(9)}  ${others.runMs.toFixed(0).padStart(10)}  ${others.waitMs.toFixed(1).padStart(7)}`,
+        );
+      }
+    }
     if (result.paced.gatewayAddedP99Ms !== undefined) lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms`);
     const { inServiceMs, eventLoopDelayMs } = result.paced.results.gateway ?? {};
     if (inServiceMs || eventLoopDelayMs) {

@@ -4,7 +4,7 @@
  */
 import autocannon, { type Instance, type Options } from 'autocannon';
 import { Pool } from 'undici';
-import { cpuMs, settle } from './processes.ts';
+import { cpuMs, settle, type SchedulerCounters } from './processes.ts';
 import type { ProcessRole, Scenario } from './scenarios.ts';
 
 export interface LoadSettings {
@@ -41,6 +41,13 @@ export interface ScenarioResult {
   cpuUsPerRequest: Partial<Record<ProcessRole, number>>;
   /** The processes were still busy 60 s after the run: CPU per request is an underestimate. */
   cpuIncomplete?: boolean;
+  /**
+   * The scheduler's view of the measured processes over a paced run, warm-up included: how long
+   * their main threads (and the rest) ran, waited for a CPU, and were preempted. A request that
+   * arrives while the event loop waits in the run queue waits as long, outside anything the
+   * process can measure of itself.
+   */
+  scheduler?: SchedulerCounters;
   /** The service's own event-loop delay over a paced run (its /metrics), when it could be read. */
   eventLoopDelayMs?: { mean: number; p99: number; max: number };
   /**

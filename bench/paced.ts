@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { LoadSettings, ScenarioResult } from './load.ts';
-import { cpuMs, settle, tempDirectory } from './processes.ts';
+import { cpuMs, schedulerCounters, schedulerGrowth, settle, tempDirectory } from './processes.ts';
 
 const run = promisify(execFile);
 
@@ -48,11 +48,13 @@ export async function runExternalPaced(
   writeFileSync(requestFile, `${lines.join('\r\n')}\r\n\r\n`);
   await settle(target.pids);
   const before = cpuMs(target.pids);
+  const scheduledBefore = schedulerCounters(target.pids);
   // The CPU is read around the whole run, warm-up included, so it is divided by every request
   // scheduled in it (the report's `sent` counts the measured window only).
   const { stdout } = await run(binary, [url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
     maxBuffer: 1 << 20,
   });
+  const scheduler = schedulerGrowth(scheduledBefore, schedulerCounters(target.pids));
   await settle(target.pids);
   const cpu = cpuMs(target.pids) - before;
   const report = JSON.parse(stdout) as PacedReport;
@@ -73,5 +75,6 @@ export async function runExternalPaced(
     timeouts: report.timeouts,
     errorSamples: [],
     cpuUsPerRequest: { [target.role]: scheduledInAll ? Math.round((cpu * 1000) / scheduledInAll) : 0 },
+    scheduler,
   };
 }

@@ -397,12 +397,9 @@ function readStat(pid: number): ProcStat | undefined {
   return { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) };
 }
 
-/**
- * CPU time (ms) used so far by the given processes and all their live descendants, as bench.sh
- * counts it (a service that forks workers is measured whole).
- */
-export function cpuMs(pids: readonly number[]): number {
-  if (!pids.length) return 0;
+/** The given processes and all their live descendants (a service that forks workers is one tree). */
+export function processTree(pids: readonly number[]): number[] {
+  if (!pids.length) return [];
   const children = new Map<number, number[]>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -412,16 +409,90 @@ export function cpuMs(pids: readonly number[]): number {
     siblings.push(Number(entry));
     children.set(stat.ppid, siblings);
   }
-  let ticks = 0;
+  const tree: number[] = [];
   const seen = new Set<number>();
   const visit = (pid: number) => {
     if (seen.has(pid)) return;
     seen.add(pid);
-    ticks += readStat(pid)?.ticks ?? 0;
+    tree.push(pid);
     for (const child of children.get(pid) ?? []) visit(child);
   };
   for (const pid of pids) visit(pid);
+  return tree;
+}
+
+/**
+ * CPU time (ms) used so far by the given processes and all their live descendants, as bench.sh
+ * counts it (a service that forks workers is measured whole).
+ */
+export function cpuMs(pids: readonly number[]): number {
+  let ticks = 0;
+  for (const pid of processTree(pids)) ticks += readStat(pid)?.ticks ?? 0;
   return (ticks * 1000) / clockTicksPerSecond();
+}
+
+// ---- The scheduler's view ---------------------------------------------------------------------
+
+/** One group of threads as the kernel's scheduler counts them, summed. */
+export interface ThreadCounters {
+  /** Time on a CPU. */
+  runMs: number;
+  /** Time runnable but waiting for a CPU (the run queue): a request that arrives meanwhile waits too. */
+  waitMs: number;
+  /** Involuntary context switches: times the thread was preempted while it had work. */
+  preempted: number;
+}
+
+/**
+ * What the scheduler says of a process tree: its main threads (a node process's event loop) apart
+ * from the rest (V8's collector and compiler, libuv's pool). Read from /proc/<pid>/task/<tid>/
+ * schedstat and status; a thread that ended between two readings drops out of the second.
+ */
+export interface SchedulerCounters {
+  main: ThreadCounters;
+  others: ThreadCounters;
+}
+
+/** One thread's counters from its `schedstat` ("<ns on cpu> <ns waiting> <slices>") and `status` files. */
+export function threadCounters(schedstat: string, status: string): ThreadCounters {
+  const [runNs, waitNs] = schedstat.trim().split(/\s+/).map(Number);
+  const preempted = /^nonvoluntary_ctxt_switches:\s*(\d+)$/m.exec(status)?.[1];
+  return { runMs: (runNs ?? 0) / 1e6, waitMs: (waitNs ?? 0) / 1e6, preempted: Number(preempted ?? 0) };
+}
+
+export function schedulerCounters(pids: readonly number[]): SchedulerCounters {
+  const counters: SchedulerCounters = { main: { runMs: 0, waitMs: 0, preempted: 0 }, others: { runMs: 0, waitMs: 0, preempted: 0 } };
+  for (const pid of processTree(pids)) {
+    let threads: string[];
+    try {
+      threads = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue; // gone
+    }
+    for (const tid of threads) {
+      let thread: ThreadCounters;
+      try {
+        thread = threadCounters(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8'), readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'));
+      } catch {
+        continue; // ended, or a kernel without schedstat
+      }
+      const group = Number(tid) === pid ? counters.main : counters.others;
+      group.runMs += thread.runMs;
+      group.waitMs += thread.waitMs;
+      group.preempted += thread.preempted;
+    }
+  }
+  return counters;
+}
+
+/** The counters' growth from `before` to `after`, rounded to 0.1 ms. */
+export function schedulerGrowth(before: SchedulerCounters, after: SchedulerCounters): SchedulerCounters {
+  const grown = (from: ThreadCounters, to: ThreadCounters): ThreadCounters => ({
+    runMs: Math.round((to.runMs - from.runMs) * 10) / 10,
+    waitMs: Math.round((to.waitMs - from.waitMs) * 10) / 10,
+    preempted: to.preempted - from.preempted,
+  });
+  return { main: grown(before.main, after.main), others: grown(before.others, after.others) };
 }
 
 /**
