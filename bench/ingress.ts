@@ -14,7 +14,7 @@ import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { runPacedScenario, serviceView, type LoadSettings, type ScenarioResult } from './load.ts';
 import { compilePaced, runExternalPaced } from './paced.ts';
-import { cpuMs, freePort, gcSummary, onCleanup, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess } from './processes.ts';
+import { cpuMs, freePort, gcSummary, onCleanup, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess, type ThreadCounters } from './processes.ts';
 import type { Scenario } from './scenarios.ts';
 
 /** The upstream's answer: the same as bench/upstream.ts. */
@@ -284,7 +284,12 @@ export async function runIngressBench(context: IngressContext, options: { thread
       const view = name === 'gateway' && context.metricsUrl ? await serviceView(context.metricsUrl, 'ingress') : undefined;
       const measured =
         'binary' in generator
-          ? await runExternalPaced(generator.binary, { ...scenario, role: name === 'gateway' ? 'service' : 'proxy', pids: targets[name].pids }, options.paced, rate)
+          ? await runExternalPaced(
+              generator.binary,
+              { ...scenario, role: name === 'gateway' ? 'service' : 'proxy', pids: targets[name].pids, ...(name === 'direct' ? {} : { upstreamPids: targets.direct.pids }) },
+              options.paced,
+              rate,
+            )
           : await runPacedScenario(scenario, options.paced, rate);
       if (view) Object.assign(measured, await view());
       // The collections of the measured part only (the warm-up's are left out).
@@ -349,13 +354,17 @@ export function ingressTable(result: IngressResult): string {
     if (scheduled.length > 0) {
       // Waiting in the run queue is time the process cannot see: its own latency histogram and
       // event-loop delay start when it runs again.
-      lines.push('', `the scheduler's view of each paced run (warm-up included; /proc/<pid>/task/*/schedstat and status): main threads, then all others`, '');
-      lines.push(`${'target'.padEnd(12)}  ${'ran ms'.padStart(8)}  ${'waited ms'.padStart(9)}  ${'preempted'.padStart(9)}  ${'others ran'.padStart(10)}  ${'waited'.padStart(7)}`);
+      lines.push(
+        '',
+        `the scheduler's view of each paced run (warm-up included; /proc/<pid>/task/*/schedstat and status): ms on a CPU, ms runnable but waiting for one, times preempted`,
+        '',
+      );
+      const cell = (counters: ThreadCounters | undefined, width: number) =>
+        (counters ? `${counters.runMs.toFixed(0)} / ${counters.waitMs.toFixed(0)} / ${counters.preempted}` : '-').padStart(width);
+      lines.push(`${'target'.padEnd(12)}  ${'main thread'.padStart(20)}  ${'other threads'.padStart(16)}  ${'upstream'.padStart(20)}  ${'generator'.padStart(20)}`);
       for (const [name, paced] of scheduled) {
-        const { main, others } = paced!.scheduler!;
-        lines.push(
-          `${name.padEnd(12)}  ${main.runMs.toFixed(0).padStart(8)}  ${main.waitMs.toFixed(1).padStart(9)}  ${String(main.preempted).padStart(9)}  ${others.runMs.toFixed(0).padStart(10)}  ${others.waitMs.toFixed(1).padStart(7)}`,
-        );
+        const { scheduler, upstreamScheduler, generatorScheduler } = paced!;
+        lines.push(`${name.padEnd(12)}  ${cell(scheduler!.main, 20)}  ${cell(scheduler!.others, 16)}  ${cell(upstreamScheduler?.main, 20)}  ${cell(generatorScheduler, 20)}`);
       }
     }
     if (result.paced.gatewayAddedP99Ms !== undefined) lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms`);

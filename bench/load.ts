@@ -4,7 +4,7 @@
  */
 import autocannon, { type Instance, type Options } from 'autocannon';
 import { Pool } from 'undici';
-import { cpuMs, settle, type SchedulerCounters } from './processes.ts';
+import { cpuMs, settle, type SchedulerCounters, type ThreadCounters } from './processes.ts';
 import type { ProcessRole, Scenario } from './scenarios.ts';
 
 export interface LoadSettings {
@@ -48,6 +48,10 @@ export interface ScenarioResult {
    * process can measure of itself.
    */
   scheduler?: SchedulerCounters;
+  /** The same for the upstream behind a proxy, over the same run. */
+  upstreamScheduler?: SchedulerCounters;
+  /** The paced generator's own (bench/paced.c): while it waits for a CPU, its requests look slower. */
+  generatorScheduler?: ThreadCounters;
   /** The service's own event-loop delay over a paced run (its /metrics), when it could be read. */
   eventLoopDelayMs?: { mean: number; p99: number; max: number };
   /**

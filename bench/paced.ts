@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { LoadSettings, ScenarioResult } from './load.ts';
-import { cpuMs, schedulerCounters, schedulerGrowth, settle, tempDirectory } from './processes.ts';
+import { cpuMs, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
 
 const run = promisify(execFile);
 
@@ -22,6 +22,8 @@ interface PacedReport {
   durationS: number;
   latencyMs: { p50: number; p90: number; p99: number; p999: number; max: number; mean: number };
   statusCodes: Record<string, number>;
+  /** The generator's own scheduling over its run (absent from an older build of paced.c). */
+  scheduler?: ThreadCounters;
 }
 
 /** The generator's binary, or why there is none (then the bench falls back to the in-process one). */
@@ -38,7 +40,7 @@ export function compilePaced(): { binary: string } | { unavailable: string } {
 /** One paced run at `rate` against `url` (GET with `headers`), the CPU of `pids` measured over it. */
 export async function runExternalPaced(
   binary: string,
-  target: { name: string; measures: string; url: string; headers: Record<string, string>; role: 'service' | 'proxy'; pids: number[] },
+  target: { name: string; measures: string; url: string; headers: Record<string, string>; role: 'service' | 'proxy'; pids: number[]; upstreamPids?: number[] },
   settings: LoadSettings,
   rate: number,
 ): Promise<ScenarioResult> {
@@ -49,12 +51,14 @@ export async function runExternalPaced(
   await settle(target.pids);
   const before = cpuMs(target.pids);
   const scheduledBefore = schedulerCounters(target.pids);
+  const upstreamBefore = target.upstreamPids && schedulerCounters(target.upstreamPids);
   // The CPU is read around the whole run, warm-up included, so it is divided by every request
   // scheduled in it (the report's `sent` counts the measured window only).
   const { stdout } = await run(binary, [url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
     maxBuffer: 1 << 20,
   });
   const scheduler = schedulerGrowth(scheduledBefore, schedulerCounters(target.pids));
+  const upstreamScheduler = upstreamBefore && schedulerGrowth(upstreamBefore, schedulerCounters(target.upstreamPids!));
   await settle(target.pids);
   const cpu = cpuMs(target.pids) - before;
   const report = JSON.parse(stdout) as PacedReport;
@@ -76,5 +80,7 @@ export async function runExternalPaced(
     errorSamples: [],
     cpuUsPerRequest: { [target.role]: scheduledInAll ? Math.round((cpu * 1000) / scheduledInAll) : 0 },
     scheduler,
+    ...(upstreamScheduler ? { upstreamScheduler } : {}),
+    ...(report.scheduler ? { generatorScheduler: report.scheduler } : {}),
   };
 }

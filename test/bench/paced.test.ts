@@ -76,3 +76,23 @@ t.test('a stall is charged to every request scheduled during it (latency from th
   t.ok(result.latencyMs.p90 >= 20, `p90 ${result.latencyMs.p90} ms`);
   t.ok(result.latencyMs.p50 < 20, `p50 ${result.latencyMs.p50} ms`);
 });
+
+t.test('the scheduler’s view: the server’s threads, its upstream’s, the generator’s own', async (t) => {
+  if (!('binary' in compiled)) return t.fail(compiled.unavailable);
+  const base = await server(t, (_request, response) => {
+    // 1 ms of CPU per request on this process's main thread: 200 requests ran ≥ 200 ms.
+    const until = performance.now() + 1;
+    while (performance.now() < until);
+    response.end('ok');
+  });
+  const result = await runExternalPaced(compiled.binary, { ...target(base), upstreamPids: [process.pid] }, settings, 200);
+  t.equal(result.errors, 0);
+  t.ok(result.scheduler && result.scheduler.main.runMs >= 200, `the server's main thread ran (${result.scheduler?.main.runMs} ms)`);
+  t.ok(result.upstreamScheduler && result.upstreamScheduler.main.runMs >= 200, 'the upstream, read over the same run');
+  const generator = result.generatorScheduler;
+  t.ok(generator && generator.runMs > 0 && generator.waitMs >= 0 && generator.preempted >= 0, `paced.c reports its own (${JSON.stringify(generator)})`);
+  t.ok(generator && generator.runMs < result.scheduler!.main.runMs, 'its own, not the server’s');
+
+  const direct = await runExternalPaced(compiled.binary, target(base), settings, 200);
+  t.equal(direct.upstreamScheduler, undefined, 'no upstream named, none read');
+});
