@@ -382,6 +382,9 @@ export function ingressTable(result: IngressResult): string {
         `gateway's collections while paced (BENCH_GC=1): ${gc.scavenges} scavenges (one per ${gc.requestsPerScavenge} requests), ${gc.markCompacts} mark-compacts; ` +
           `pauses ${gc.pauseMs} ms in all, longest ${gc.maxPauseMs} ms; ${gc.promotedBytesPerRequest} bytes promoted per request`,
       );
+      for (const cause of gc.markCompactCauses ?? []) {
+        lines.push(`  a mark-compact of ${cause.pauseMs} ms: ${cause.reason || 'no reason given'}${cause.reduceMemory ? ' (shrinking the heap)' : ''}`);
+      }
     }
   }
   return lines.join('\n');

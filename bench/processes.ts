@@ -251,17 +251,22 @@ export interface GcEvent {
   pauseMs: number;
   /** Bytes this collection moved to the old generation. */
   promoted: number;
+  /** Why V8 collected (its `reason`, then its `collector_reason` if any), and whether to shrink the heap. */
+  reason: string;
+  reduceMemory: boolean;
 }
 
 /** The started services' collections (one service per bench run), in arrival order. */
 const gcEvents: GcEvent[] = [];
 
-function gcEventOf(line: string): GcEvent | undefined {
+/** The collection a --trace-gc-nvp line reports, or undefined for any other line. */
+export function gcEventOf(line: string, at = Date.now()): GcEvent | undefined {
   const start = line.indexOf(' GC: {');
   if (start < 0) return undefined;
   try {
     const fields = JSON.parse(line.slice(start + 5)) as Record<string, unknown>;
-    return { at: Date.now(), kind: String(fields.gc), pauseMs: Number(fields.pause), promoted: Number(fields.promoted ?? 0) };
+    const reason = [fields.reason, fields.collector_reason].filter((part) => typeof part === 'string' && part.length > 0).join('; ');
+    return { at, kind: String(fields.gc), pauseMs: Number(fields.pause), promoted: Number(fields.promoted ?? 0), reason, reduceMemory: fields.reduce_memory === true };
   } catch {
     return undefined;
   }
@@ -277,21 +282,31 @@ export interface GcSummary {
   requestsPerScavenge: number;
   /** Bytes moved to the old generation per request: what makes mark-compacts come. */
   promotedBytesPerRequest: number;
+  /** Each mark-compact's pause and why V8 started it: the long pauses of a tail, explained. */
+  markCompactCauses: { pauseMs: number; reason: string; reduceMemory: boolean }[];
 }
 
 /** The service's collections between `from` and `to` (Date.now()), per `requests` served meanwhile. */
 export function gcSummary(from: number, to: number, requests: number): GcSummary | undefined {
-  const events = gcEvents.filter((event) => event.at >= from && event.at <= to);
+  return summariseGc(
+    gcEvents.filter((event) => event.at >= from && event.at <= to),
+    requests,
+  );
+}
+
+export function summariseGc(events: readonly GcEvent[], requests: number): GcSummary | undefined {
   if (events.length === 0) return undefined;
   const sum = (pick: (event: GcEvent) => number) => events.reduce((total, event) => total + pick(event), 0);
   const per = (bytes: number) => (requests > 0 ? Math.round(bytes / requests) : 0);
+  const markCompacts = events.filter((event) => event.kind !== 's');
   return {
-    scavenges: events.filter((event) => event.kind === 's').length,
-    markCompacts: events.filter((event) => event.kind !== 's').length,
+    scavenges: events.length - markCompacts.length,
+    markCompacts: markCompacts.length,
     pauseMs: Math.round(sum((event) => event.pauseMs) * 10) / 10,
     maxPauseMs: Math.max(...events.map((event) => event.pauseMs)),
-    requestsPerScavenge: Math.round(requests / Math.max(1, events.filter((event) => event.kind === 's').length)),
+    requestsPerScavenge: Math.round(requests / Math.max(1, events.length - markCompacts.length)),
     promotedBytesPerRequest: per(sum((event) => event.promoted)),
+    markCompactCauses: markCompacts.map(({ pauseMs, reason, reduceMemory }) => ({ pauseMs, reason, reduceMemory })),
   };
 }
 

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import t from 'tap';
-import { cpuMs, schedulerCounters, schedulerGrowth, threadCounters } from '../../bench/processes.ts';
+import { cpuMs, gcEventOf, schedulerCounters, schedulerGrowth, summariseGc, threadCounters } from '../../bench/processes.ts';
 
 // The ingress bench charges CPU to a process tree and reads the scheduler's counters around its
 // paced runs, to say whether a tail is the event loop waiting for a CPU. Real processes here.
@@ -59,4 +59,30 @@ t.test('a tree’s CPU and run-queue waits, its descendants included', async (t)
 t.test('a process that is gone reads as nothing', async (t) => {
   t.same(schedulerCounters([2 ** 22 + 12345]), { main: { runMs: 0, waitMs: 0, preempted: 0 }, others: { runMs: 0, waitMs: 0, preempted: 0 } });
   t.equal(cpuMs([]), 0);
+});
+
+// With BENCH_GC=1 the service runs with --trace-gc-nvp; lines as Node 26's V8 prints them (trimmed).
+const SCAVENGE = '[14269:0x4119b000:0]       60 ms: GC: {"pause":0.675,"mutator":46.634,"gc":"s","reduce_memory":false,"reason":"allocation failure","collector_reason":"","promoted":1200}';
+const REDUCER =
+  '[14269:0x4119b000:0]      371 ms: GC: {"pause":14.447,"mutator":1.768,"gc":"mc","reduce_memory":true,"reason":"memory reducer","collector_reason":"GC in old space requested","promoted":0}';
+
+t.test('a collection read off --trace-gc-nvp, with why V8 started it', async (t) => {
+  t.same(gcEventOf(SCAVENGE, 5), { at: 5, kind: 's', pauseMs: 0.675, promoted: 1200, reason: 'allocation failure', reduceMemory: false });
+  t.same(gcEventOf(REDUCER, 6), { at: 6, kind: 'mc', pauseMs: 14.447, promoted: 0, reason: 'memory reducer; GC in old space requested', reduceMemory: true });
+  t.equal(gcEventOf('[service] listening on 127.0.0.1:5000'), undefined, 'another line');
+  t.equal(gcEventOf('[1:0x1]  5 ms: GC: {"pause":'), undefined, 'a line cut short');
+});
+
+t.test('a run’s collections summed, each mark-compact with its cause', async (t) => {
+  const events = [gcEventOf(SCAVENGE)!, gcEventOf(SCAVENGE)!, gcEventOf(REDUCER)!];
+  t.same(summariseGc(events, 3000), {
+    scavenges: 2,
+    markCompacts: 1,
+    pauseMs: 15.8,
+    maxPauseMs: 14.447,
+    requestsPerScavenge: 1500,
+    promotedBytesPerRequest: 1,
+    markCompactCauses: [{ pauseMs: 14.447, reason: 'memory reducer; GC in old space requested', reduceMemory: true }],
+  });
+  t.equal(summariseGc([], 3000), undefined, 'none seen: nothing to say');
 });
