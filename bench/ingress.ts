@@ -73,7 +73,7 @@ function nginxBinary(): string {
  * `upstream` answers BODY to everything, `proxy` forwards to `upstreamPort` over keep-alive.
  * One worker process, as the Node servers are one process each.
  */
-async function startNginx(role: 'upstream' | 'proxy', upstreamPort?: number): Promise<HelperProcess> {
+export async function startNginx(role: 'upstream' | 'proxy', upstreamPort?: number): Promise<HelperProcess> {
   const directory = tempDirectory(`kg-bench-nginx-${role}-`);
   for (const sub of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(path.join(directory, sub));
   const port = await freePort();
