@@ -6,7 +6,7 @@
  *   tsx bench/front-experiment.ts        (ROUNDS=3, SECONDS=5)
  */
 import { spawn } from 'node:child_process';
-import { cleanup, cpuMs, startHelper, type HelperProcess } from './processes.ts';
+import { cleanup, cpuTimes, startHelper, type HelperProcess } from './processes.ts';
 import { parseWrk, startNginx } from './ingress.ts';
 
 const rounds = Number(process.env.ROUNDS ?? 3);
@@ -39,11 +39,13 @@ try {
   for (let round = 1; round <= rounds; round++) {
     let nginxUs = 0;
     for (const [name, target] of targets) {
-      const before = cpuMs([target.pid]);
+      const before = cpuTimes([target.pid]);
       const run = parseWrk(await wrk(target.url, seconds));
-      const us = ((cpuMs([target.pid]) - before) * 1000) / run.requests;
+      const after = cpuTimes([target.pid]);
+      const us = ((after.userMs + after.systemMs - before.userMs - before.systemMs) * 1000) / run.requests;
+      const kernelUs = ((after.systemMs - before.systemMs) * 1000) / run.requests;
       if (name === 'nginx') nginxUs = us;
-      console.log(`round ${round} ${name}: ${us.toFixed(1)} µs/req (${(us / nginxUs).toFixed(2)}× nginx), ${Math.round(run.rps)} req/s, p99 ${run.latencyMs.p99} ms`);
+      console.log(`round ${round} ${name}: ${us.toFixed(1)} µs/req (${kernelUs.toFixed(1)} in the kernel; ${(us / nginxUs).toFixed(2)}× nginx), ${Math.round(run.rps)} req/s, p99 ${run.latencyMs.p99} ms`);
     }
   }
 } finally {

@@ -395,10 +395,11 @@ export function clockTicksPerSecond(): number {
 
 interface ProcStat {
   ppid: number;
-  ticks: number;
+  userTicks: number;
+  systemTicks: number;
 }
 
-/** ppid and utime+stime of one process; undefined if it is gone. */
+/** ppid, utime and stime of one process; undefined if it is gone. */
 function readStat(pid: number): ProcStat | undefined {
   let text: string;
   try {
@@ -409,7 +410,7 @@ function readStat(pid: number): ProcStat | undefined {
   // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
   // fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-  return { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) };
+  return { ppid: Number(fields[1]), userTicks: Number(fields[11]), systemTicks: Number(fields[12]) };
 }
 
 /** The given processes and all their live descendants (a service that forks workers is one tree). */
@@ -441,9 +442,24 @@ export function processTree(pids: readonly number[]): number[] {
  * counts it (a service that forks workers is measured whole).
  */
 export function cpuMs(pids: readonly number[]): number {
-  let ticks = 0;
-  for (const pid of processTree(pids)) ticks += readStat(pid)?.ticks ?? 0;
-  return (ticks * 1000) / clockTicksPerSecond();
+  const { userMs, systemMs } = cpuTimes(pids);
+  return userMs + systemMs;
+}
+
+/**
+ * cpuMs split into user and kernel time: a proxy's system calls and the kernel's work on its
+ * sockets (loopback TCP, waking the peer) are charged to it as system time.
+ */
+export function cpuTimes(pids: readonly number[]): { userMs: number; systemMs: number } {
+  let user = 0;
+  let system = 0;
+  for (const pid of processTree(pids)) {
+    const stat = readStat(pid);
+    user += stat?.userTicks ?? 0;
+    system += stat?.systemTicks ?? 0;
+  }
+  const msPerTick = 1000 / clockTicksPerSecond();
+  return { userMs: user * msPerTick, systemMs: system * msPerTick };
 }
 
 // ---- The scheduler's view ---------------------------------------------------------------------

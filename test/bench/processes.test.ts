@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import t from 'tap';
-import { cpuMs, gcEventOf, schedulerCounters, schedulerGrowth, summariseGc, threadCounters } from '../../bench/processes.ts';
+import { cpuMs, cpuTimes, gcEventOf, schedulerCounters, schedulerGrowth, summariseGc, threadCounters } from '../../bench/processes.ts';
 
 // The ingress bench charges CPU to a process tree and reads the scheduler's counters around its
 // paced runs, to say whether a tail is the event loop waiting for a CPU. Real processes here.
@@ -62,9 +62,25 @@ t.test('a tree’s CPU and run-queue waits, its descendants included', async (t)
   t.ok(grown.others.runMs < grown.main.runMs, 'V8’s and libuv’s threads apart from the main ones');
 });
 
+t.test('CPU split into user and kernel time', async (t) => {
+  // A child that makes system calls until the kernel has charged it 50 ms, then spins in user space
+  // for 50 ms more: both parts are its own, and their sum is cpuMs.
+  const script = `const fs=require('node:fs');const s=process.cpuUsage();const b=Buffer.alloc(1);
+    while(process.cpuUsage(s).system<60000)fs.readSync(fs.openSync('/dev/zero','r'),b,0,1,0);
+    const u=process.cpuUsage();while(process.cpuUsage(u).user<60000);process.stdout.write('done\\n');setTimeout(()=>{},10000)`;
+  const child = spawn('nice', ['-n', '19', process.execPath, '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => child.kill());
+  await once(child.stdout, 'data');
+  const { userMs, systemMs } = cpuTimes([child.pid!]);
+  t.ok(systemMs >= 40, `kernel time counted (${systemMs} ms)`);
+  t.ok(userMs >= 40, `user time counted (${userMs} ms)`);
+  t.equal(cpuMs([child.pid!]), userMs + systemMs, 'cpuMs is their sum');
+});
+
 t.test('a process that is gone reads as nothing', async (t) => {
   t.same(schedulerCounters([2 ** 22 + 12345]), { main: { runMs: 0, waitMs: 0, preempted: 0 }, others: { runMs: 0, waitMs: 0, preempted: 0 } });
   t.equal(cpuMs([]), 0);
+  t.same(cpuTimes([2 ** 22 + 12345]), { userMs: 0, systemMs: 0 });
 });
 
 // With BENCH_GC=1 the service runs with --trace-gc-nvp; lines as Node 26's V8 prints them (trimmed).
