@@ -3,7 +3,8 @@
  * node:http's request front. A net server parses requests with node's own llhttp binding
  * (`_http_common`'s HTTPParser, undocumented), makes no IncomingMessage or ServerResponse, and writes
  * each response's head and body corked into one writev; the upstream side is the gateway's
- * UpstreamPool, as in bare-proxy.ts. GET without a body only, no timeouts, no limits: what it
+ * UpstreamPool, as in bare-proxy.ts. GET without a body only, one request in flight per connection,
+ * a head in one read, status lines all "OK", no backpressure, no timeouts, no limits: what it
  * measures is how much of a proxy's CPU node:http's JavaScript is. Usage: raw-front-proxy.ts <origin>.
  */
 import net from 'node:net';
@@ -62,7 +63,12 @@ class Exchange implements UpstreamHandler {
 const server = net.createServer({ noDelay: true }, (socket) => {
   const parser = new HTTPParser();
   parser.initialize(HTTPParser.REQUEST, {}, 0, 0);
-  parser[kOnHeadersComplete] = (_major: number, _minor: number, headers: string[], method: number, url: string, _s: unknown, _m: unknown, _upgrade: boolean, keepAlive: boolean) => {
+  parser[kOnHeadersComplete] = (_major: number, _minor: number, headers: string[] | undefined, method: number, url: string | undefined, _s: unknown, _m: unknown, _upgrade: boolean, keepAlive: boolean) => {
+    // A head in several reads arrives through kOnHeaders instead: not handled here, the connection is closed.
+    if (headers === undefined || url === undefined) {
+      socket.destroy();
+      return 0;
+    }
     const forwarded: string[] = [];
     for (let index = 0; index < headers.length; index += 2) {
       const name = headers[index]!.toLowerCase();
