@@ -83,14 +83,18 @@ t.test('deployments sharing one Redis on different REDIS_EVENTS_CHANNEL values d
   first!.subscribe({ message: () => {}, reconnected: () => subscribed++ });
   sameDeployment!.subscribe({ message: (message) => heard.same.push(message), reconnected: () => subscribed++ });
   otherDeployment!.subscribe({ message: (message) => heard.other.push(message), reconnected: () => subscribed++ });
-  await waitFor(async () => subscribed === 3, 'three subscriptions', 10_000);
+  // A bus drops what it publishes before its publishing connection is ready (by design: the database
+  // is the fallback), and that connection may come up after the subscription: wait for both.
+  await waitFor(async () => subscribed === 3 && [first, sameDeployment, otherDeployment].every((bus) => bus!.connected), 'three connected buses', 10_000);
 
   first!.publish({ type: 'changed' });
   await waitFor(async () => heard.same.length > 0, 'the node of the same deployment to hear it', 5_000);
   // A marker published on b after a's message: once b hears it, a's message would have arrived before.
   const marker = new RedisEventBus(TEST_REDIS_URL, quiet, { channel: `b-${suffix}` });
   t.teardown(() => marker.close());
-  marker.subscribe({ message: () => {}, reconnected: () => marker.publish({ type: 'revoked', eventId: 1 }) });
+  marker.subscribe({ message: () => {}, reconnected: () => {} });
+  await waitFor(async () => marker.connected, 'the marker bus to connect', 10_000);
+  marker.publish({ type: 'revoked', eventId: 1 });
   await waitFor(async () => heard.other.length > 0, 'the other deployment to hear its own marker', 5_000);
   t.same(heard.same, [{ type: 'changed' }], 'same channel: heard');
   t.same(heard.other, [{ type: 'revoked', eventId: 1 }], 'the other channel heard only its own deployment');
