@@ -6,24 +6,15 @@
  * issue 21 item 3, not a scenario of `npm run bench`; prints its raw figures as JSON at the end:
  *   tsx bench/front-experiment.ts        (BENCH_WRK_ROUNDS=3, BENCH_WRK_DURATION=5)
  */
-import { spawn } from 'node:child_process';
 import { cleanup, cpuTimes, installSignalHandlers, settle, startHelper, type HelperProcess } from './processes.ts';
-import { parseWrk, startNginx } from './ingress.ts';
+import { parseWrk, startNginx, wrk } from './ingress.ts';
 
 const rounds = Number(process.env.BENCH_WRK_ROUNDS ?? 3);
 const seconds = Number(process.env.BENCH_WRK_DURATION ?? 5);
 const path = '/v1/project/things';
 
-function wrk(url: string, durationS: number): Promise<string> {
-  const args = ['-t1', '-c32', `-d${durationS}s`, '--latency', '-H', 'X-Auth-Token: 0123456789abcdef0123456789abcdef', `${url}${path}`];
-  return new Promise((resolve, reject) => {
-    const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(output) : reject(new Error(`wrk exited ${code}`))));
-  });
-}
+const headers = { 'X-Auth-Token': '0123456789abcdef0123456789abcdef' };
+const wrkRun = (url: string, durationS: number) => wrk(`${url}${path}`, headers, 1, 32, durationS);
 
 installSignalHandlers(() => {});
 try {
@@ -37,7 +28,7 @@ try {
   for (const [name, target] of targets) {
     const response = await fetch(`${target.url}${path}`);
     if (response.status !== 200) throw new Error(`${name} answered ${response.status}`);
-    await wrk(target.url, 2); // warm-up
+    await wrkRun(target.url, 2); // warm-up
   }
   const runs: { round: number; target: string; us: number; kernelUs: number; rps: number; p99Ms: number }[] = [];
   for (let round = 1; round <= rounds; round++) {
@@ -45,7 +36,7 @@ try {
     for (const [name, target] of order) {
       await settle(pids);
       const before = cpuTimes([target.pid]);
-      const run = parseWrk(await wrk(target.url, seconds));
+      const run = parseWrk(await wrkRun(target.url, seconds));
       await settle(pids);
       const after = cpuTimes([target.pid]);
       if (run.requests === 0 || run.non2xx > 0 || run.socketErrors > 0) throw new Error(`${name}: ${run.requests} requests, ${run.non2xx} non-2xx, ${run.socketErrors} socket errors`);

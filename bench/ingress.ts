@@ -160,7 +160,8 @@ export function parseWrk(output: string): Omit<WrkRun, 'cpuUsPerRequest'> {
   };
 }
 
-function wrk(url: string, headers: Record<string, string>, threads: number, connections: number, durationS: number): Promise<string> {
+/** One wrk run's report (`--latency`), for parseWrk. */
+export function wrk(url: string, headers: Record<string, string>, threads: number, connections: number, durationS: number): Promise<string> {
   const args = [`-t${threads}`, `-c${connections}`, `-d${durationS}s`, '--latency', ...Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]), url];
   return new Promise((resolve, reject) => {
     const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
