@@ -1,3 +1,4 @@
+import { runningDeadline } from './connect-deadline.ts';
 import { databaseUnreachableReason, isDatabaseBusy } from './unavailable.ts';
 
 export interface DatabaseHealthOptions {
@@ -10,8 +11,8 @@ export interface DatabaseHealthOptions {
 /**
  * Whether the database can be reached, as far as this node knows. A partition ends no connection:
  * only timeouts tell, and every request waiting out its own would turn the node into a queue. So the
- * first query timeout or failed connection sets the probe off at once (half an interval to answer,
- * or the probe already under way), requests wait for its verdict, and only its failure marks the
+ * first query timeout or failed connection sets the probe off at once (half an interval to answer;
+ * a probe already under way gets as long from then), requests wait for its verdict, and only its failure marks the
  * database unreachable; from then on queries fail at once (DatabaseUnreachableError → 503) and caches serve what they hold, while one probe
  * (a `select 1` on its own connection, every interval) decides when it is back. The probe also runs
  * while the database is reachable, so an idle node notices a partition too.
@@ -78,13 +79,48 @@ export class DatabaseHealth {
    */
   suspect(reason: string): void {
     // Unwatched (the manage CLI, a cluster's first process): nothing would ever find it back.
-    if (!this.reachable || !this.watching) return;
+    if (!this.reachable || !this.watching || this.verdict) return;
+    const confirmMs = this.options.confirmTimeoutMs ?? Math.max(100, Math.floor(this.options.probeIntervalMs / 2));
+    const underWay = this.running;
+    const verdict = underWay ? this.confirmWith(underWay, confirmMs, reason) : this.confirmWithProbe(confirmMs, reason);
+    this.verdict = verdict;
+    void verdict.finally(() => {
+      if (this.verdict === verdict) this.verdict = undefined;
+    });
+  }
+
+  private async confirmWithProbe(confirmMs: number, reason: string): Promise<void> {
     this.suspectedReason = reason;
-    void this.runProbe(this.options.confirmTimeoutMs ?? Math.max(100, Math.floor(this.options.probeIntervalMs / 2)));
+    await this.runProbe(confirmMs);
+  }
+
+  /**
+   * The probe under way may have set off up to an interval ago on a path as silent: it gets the
+   * confirmation time from now, not what is left of its own (requests would wait up to a whole
+   * interval more). Having set off earlier, it has had at least as long as a probe of its own.
+   */
+  private confirmWith(underWay: Promise<void>, confirmMs: number, reason: string): Promise<void> {
+    this.suspectedReason = reason;
+    return new Promise<void>((resolve) => {
+      // As the probe decides: in time this process ran, after that loop turn's I/O.
+      const cancel = runningDeadline(confirmMs, () =>
+        setImmediate(() => {
+          if (this.running === underWay) this.markUnreachable(reason);
+          resolve();
+        }),
+      );
+      void underWay.finally(() => {
+        cancel();
+        resolve();
+      });
+    });
   }
 
   /** Why the database was last suspected (the reason logged if the probe confirms it). */
   private suspectedReason: string | undefined;
+
+  /** The verdict on a suspicion, until it is given. */
+  private verdict: Promise<void> | undefined;
 
   /**
    * While a suspicion is being checked, the probe's verdict: a request waits for it (at most the
@@ -92,7 +128,7 @@ export class DatabaseHealth {
    * first requests of a partition cost one query timeout and one confirmation, not one timeout each.
    */
   get pendingVerdict(): Promise<void> | undefined {
-    return this.suspectedReason !== undefined ? this.running : undefined;
+    return this.verdict;
   }
 
   /** The probe under way, if any. */

@@ -201,7 +201,8 @@ for (const withRedis of [true, false]) {
     await send(`${url}/v3/projects/${world.projectId}`, { method: 'PATCH', token: admin, body: { project: { description: 'just-before' } } });
     world.postgres.cut('blackhole');
 
-    // The first request that needs the database finds out: a 503 within one query timeout (+1 s).
+    // The first request that needs the database finds out: a 503 within one query timeout and the
+    // probe's confirmation (half a probe interval, 500 ms), with 500 ms more for a loaded machine.
     // Cached validations sent meanwhile (one with the write, waiting out its own query; one while the
     // probe decides, waiting for its verdict) are answered from the cache once the partition is known.
     const firstPending = send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'during-1' } } });

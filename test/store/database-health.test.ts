@@ -216,3 +216,40 @@ t.test('a probe that gives up on a dead connection is followed at once: back wit
   t.ok(backMs < 1.8 * INTERVAL_MS, `back ${Math.round(backMs)} ms after the partition ended (interval ${INTERVAL_MS} ms; a beat skipped would take two)`);
   t.ok(started.length >= 4, 'the probe that found it back was the one after the dead one');
 });
+
+t.test('a suspicion while a probe is under way waits half an interval for a verdict, not what is left of that probe’s interval', async (t) => {
+  const INTERVAL_MS = 800;
+  let suspectedAt = 0;
+  // A partition: every probe is silent until it gives up after its own timeout (the periodic one gets a whole interval).
+  const health = new DatabaseHealth(
+    (timeoutMs = INTERVAL_MS) => new Promise((_resolve, reject) => setTimeout(() => setImmediate(() => reject(new Error('database read timeout'))), timeoutMs)),
+    { probeIntervalMs: INTERVAL_MS },
+  );
+  health.start();
+  t.teardown(() => health.stop());
+  // The first periodic probe sets off after one interval; a query times out just after that.
+  await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS + 50));
+  suspectedAt = performance.now();
+  health.suspect('the query timed out');
+  t.ok(health.pendingVerdict, 'requests have a verdict to wait for');
+  await health.pendingVerdict;
+  const waitedMs = performance.now() - suspectedAt;
+  t.equal(health.reachable, false, 'the verdict: unreachable');
+  t.equal(health.lastReason, 'the query timed out', 'for the reason suspected');
+  t.ok(waitedMs < INTERVAL_MS / 2 + 150, `verdict ${Math.round(waitedMs)} ms after the suspicion (half an interval is ${INTERVAL_MS / 2} ms; the probe under way had ~${INTERVAL_MS - 50} ms left)`);
+  t.equal(health.pendingVerdict, undefined, 'no verdict pending once decided');
+});
+
+t.test('a probe under way that answers within the confirmation time clears the suspicion', async (t) => {
+  const INTERVAL_MS = 800;
+  let answerIn = 0;
+  const health = new DatabaseHealth(() => new Promise<void>((resolve) => setTimeout(resolve, answerIn)), { probeIntervalMs: INTERVAL_MS });
+  health.start();
+  t.teardown(() => health.stop());
+  answerIn = 600; // the next periodic probe is slow, but answers
+  await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS + 300));
+  health.suspect('a slow query');
+  await health.pendingVerdict;
+  t.equal(health.reachable, true, 'a slow answer is no partition');
+  t.equal(health.partitions, 0);
+});
