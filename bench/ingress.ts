@@ -12,6 +12,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { countKernelEvents, shortEventName } from './kernel-events.ts';
 import { runPacedScenario, serviceView, type LoadSettings, type ScenarioResult } from './load.ts';
 import { compilePaced, runExternalPaced } from './paced.ts';
 import { cpuTimes, freePort, gcSummary, onCleanup, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess, type ThreadCounters } from './processes.ts';
@@ -35,6 +36,8 @@ export interface WrkRun {
   socketErrors: number;
   /** The gateway's V8 heap bytes allocated per completed request (its /metrics), when it could be read. */
   allocatedBytesPerRequest?: number;
+  /** BENCH_PERF_EVENTS=1: per request, the system calls (all, and by name), wake-ups, switches and faults perf counted (kernel-events.ts). */
+  kernelEventsPerRequest?: Record<string, number>;
 }
 
 export interface IngressResult {
@@ -196,7 +199,7 @@ export interface IngressContext {
  * Runs the comparison. The gateway's service type is `ingress`; its policy file must allow the
  * token's GET on /v1/{project_id}/things (bench/run.ts writes it).
  */
-export async function runIngressBench(context: IngressContext, options: { threads: number; connections: number; durationS: number; rounds: number; pacedShare: number; pacedRate?: number | undefined; paced: LoadSettings }): Promise<IngressResult> {
+export async function runIngressBench(context: IngressContext, options: { threads: number; connections: number; durationS: number; rounds: number; pacedShare: number; pacedRate?: number | undefined; paced: LoadSettings; perfEvents?: boolean }): Promise<IngressResult> {
   const tools = ingressTools();
   if ('missing' in tools) throw new Error(`the ingress comparison needs ${tools.missing.join(' and ')} (apt-get install ${tools.missing.join(' ')})`);
   const upstream = await startNginx('upstream');
@@ -231,7 +234,9 @@ export async function runIngressBench(context: IngressContext, options: { thread
       // Read before the CPU count starts and after it ends: a scrape's own bytes are not the requests'.
       const allocatedBefore = name === 'gateway' && context.metricsUrl ? await allocatedBytes(context.metricsUrl) : undefined;
       const before = cpuTimes(targets[name].pids);
+      const counting = options.perfEvents ? await countKernelEvents(targets[name].pids) : undefined;
       const report = parseWrk(await wrk(targets[name].url, headers, options.threads, options.connections, options.durationS));
+      const events = await counting?.stop();
       await settle(allPids);
       const after = cpuTimes(targets[name].pids);
       const perRequest = (ms: number) => (report.requests ? Math.round((ms * 1000 * 10) / report.requests) / 10 : 0);
@@ -242,10 +247,14 @@ export async function runIngressBench(context: IngressContext, options: { thread
       };
       const allocatedAfter = allocatedBefore !== undefined ? await allocatedBytes(context.metricsUrl!) : undefined;
       if (allocatedBefore !== undefined && allocatedAfter !== undefined && report.requests > 0) run.allocatedBytesPerRequest = Math.round((allocatedAfter - allocatedBefore) / report.requests);
+      if (events && report.requests > 0) {
+        run.kernelEventsPerRequest = Object.fromEntries(Object.entries(events).map(([event, count]) => [shortEventName(event), Math.round((count / report.requests) * 100) / 100]));
+      }
       rounds[name].push(run);
       context.log(
         `ingress round ${round} ${name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (${run.kernelUsPerRequest} in the kernel), p99 ${run.latencyMs.p99} ms` +
           (run.allocatedBytesPerRequest !== undefined ? `, ${run.allocatedBytesPerRequest} bytes allocated/request` : '') +
+          (run.kernelEventsPerRequest ? `, per request: ${Object.entries(run.kernelEventsPerRequest).filter(([, count]) => count >= 0.01).map(([event, count]) => `${event} ${count}`).join(', ')}` : '') +
           (run.non2xx || run.socketErrors ? ` !!! ${run.non2xx} non-2xx, ${run.socketErrors} socket errors` : ''),
       );
     }
@@ -357,6 +366,8 @@ export function ingressTable(result: IngressResult): string {
     const allocated = rounds.gateway.flatMap((run) => (run.allocatedBytesPerRequest === undefined ? [] : [run.allocatedBytesPerRequest]));
     lines.push('', `gateway: ${Math.round(summary.gateway.allocatedBytesPerRequest).toLocaleString('en-US')} bytes allocated in its V8 heap per request (median; ${Math.min(...allocated)}–${Math.max(...allocated)})`);
   }
+  const counted = (Object.keys(summary) as IngressTarget[]).filter((name) => rounds[name].some((run) => run.kernelEventsPerRequest));
+  if (counted.length > 0) lines.push('', kernelEventsTable(rounds, counted));
   if (result.paced) {
     lines.push('', `paced by ${result.paced.generator} (open loop, ${settings.pacedDurationS} s at ${result.paced.rate} req/s = ${Math.round((result.paced.rate / summary.gateway.rps) * 100)} % of the gateway's median top rate):`, '');
     lines.push(`${'target'.padEnd(12)}  ${'p50 ms'.padStart(8)}  ${'p99 ms'.padStart(8)}  ${'max ms'.padStart(8)}  ${'non-2xx'.padStart(7)}  ${'errors'.padStart(6)}`);
@@ -401,6 +412,24 @@ export function ingressTable(result: IngressResult): string {
       }
     }
   }
+  return lines.join('\n');
+}
+
+/**
+ * BENCH_PERF_EVENTS=1: each target's kernel events per request (median over its rounds), one row
+ * per event any target had at least 0.01 of, in the order perf counted them.
+ */
+function kernelEventsTable(rounds: Record<IngressTarget, WrkRun[]>, targets: IngressTarget[]): string {
+  const events: string[] = [];
+  for (const name of targets) for (const run of rounds[name]) for (const event of Object.keys(run.kernelEventsPerRequest ?? {})) if (!events.includes(event)) events.push(event);
+  // Undefined: perf did not count it for that target.
+  const value = (name: IngressTarget, event: string) => {
+    const counted = rounds[name].flatMap((run) => (run.kernelEventsPerRequest?.[event] === undefined ? [] : [run.kernelEventsPerRequest[event]!]));
+    return counted.length > 0 ? median(counted) : undefined;
+  };
+  const shown = events.filter((event) => targets.some((name) => (value(name, event) ?? 0) >= 0.01));
+  const lines = [`kernel events per request (perf stat on each target's pids during its wrk runs; medians):`, '', `${'event'.padEnd(14)}${targets.map((name) => name.padStart(12)).join('')}`];
+  for (const event of shown) lines.push(`${event.padEnd(14)}${targets.map((name) => (value(name, event)?.toFixed(2) ?? '-').padStart(12)).join('')}`);
   return lines.join('\n');
 }
 

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { hashSync } from '@node-rs/bcrypt';
 import { createFixtures, registerBenchService, type AdminCredentials, type Fixtures } from './fixtures.ts';
 import { ingressFailed, ingressTable, ingressTools, runIngressBench, type IngressResult } from './ingress.ts';
+import { perfEventsAvailable } from './kernel-events.ts';
 import { runPacedScenario, runScenario, stopLoad, type LoadSettings, type ScenarioResult } from './load.ts';
 import {
   cleanup,
@@ -131,6 +132,8 @@ async function main(): Promise<number> {
     need.service = true;
     const tools = ingressTools();
     if ('missing' in tools) throw new Error(`the ingress comparison needs ${tools.missing.join(' and ')}: apt-get install ${tools.missing.join(' ')} (or leave 'ingress' out of BENCH_ONLY)`);
+    const perf = process.env.BENCH_PERF_EVENTS === '1' ? perfEventsAvailable() : undefined;
+    if (perf) throw new Error(`BENCH_PERF_EVENTS=1: ${perf}`);
   }
   installSignalHandlers(stopLoad);
 
@@ -245,6 +248,7 @@ async function main(): Promise<number> {
         pacedShare: positiveNumber('BENCH_PACED_SHARE', 0.5, true),
         pacedRate: process.env.BENCH_PACED_RATE ? Math.round(positiveNumber('BENCH_PACED_RATE', 1)) : undefined,
         paced: { ...settings, connections: Math.round(positiveNumber('BENCH_WRK_CONNECTIONS', 32)) },
+        perfEvents: process.env.BENCH_PERF_EVENTS === '1',
       },
     );
   }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { parseWrk } from '../../bench/ingress.ts';
+import { ingressTable, parseWrk } from '../../bench/ingress.ts';
 
 // The ingress benchmark reads wrk's report: a misread unit would put the gateway 1000× off nginx.
 
@@ -38,4 +38,30 @@ t.test('a clean report has no errors; minutes are read as minutes', async (t) =>
 
 t.test('anything else is refused, not read as zero', async (t) => {
   t.throws(() => parseWrk('unable to connect to 127.0.0.1:1 Connection refused\n'), /unreadable wrk output/);
+});
+
+t.test('BENCH_PERF_EVENTS=1: the table gives each target’s kernel events per request, medians over its rounds', async (t) => {
+  const run = (cpu: number, events?: Record<string, number>) => ({
+    requests: 1000, durationS: 1, rps: 1000, cpuUsPerRequest: cpu, kernelUsPerRequest: cpu / 2,
+    latencyMs: { p50: 1, p99: 2, max: 3 }, non2xx: 0, socketErrors: 0,
+    ...(events ? { kernelEventsPerRequest: events } : {}),
+  });
+  const summary = (cpu: number) => ({ cpuUsPerRequest: cpu, kernelUsPerRequest: cpu / 2, rps: 1000, cpuVsNginx: 1, rpsVsNginx: 1 });
+  const table = ingressTable({
+    settings: { threads: 1, connections: 32, durationS: 1, rounds: 3, pacedShare: 0, pacedDurationS: 1 },
+    tools: { wrk: 'wrk 4', nginx: 'nginx 1' },
+    rounds: {
+      direct: [run(10), run(10), run(10)],
+      nginx: [run(20, { syscalls: 4, wakeups: 2 }), run(20, { syscalls: 6, wakeups: 2 }), run(20, { syscalls: 5, wakeups: 3, madvise: 0.001 })],
+      'bare-proxy': [run(40, { syscalls: 8, wakeups: 4 }), run(40, { syscalls: 9, wakeups: 4 }), run(40, { syscalls: 7, wakeups: 4 })],
+      gateway: [run(80, { syscalls: 12, wakeups: 6, madvise: 0.5 }), run(80, { syscalls: 11, wakeups: 5, madvise: 0.5 }), run(80, { syscalls: 10, wakeups: 5, madvise: 0.25 })],
+    },
+    summary: { direct: summary(10), nginx: summary(20), 'bare-proxy': summary(40), gateway: summary(80) },
+  });
+  const section = table.slice(table.indexOf('kernel events per request'));
+  t.match(section, /event\s+nginx\s+bare-proxy\s+gateway\n/, 'a column for each target counted (direct was not)');
+  t.match(section, /syscalls\s+5\.00\s+8\.00\s+11\.00/);
+  t.match(section, /wakeups\s+2\.00\s+4\.00\s+5\.00/);
+  t.match(section, /madvise\s+0\.00\s+-\s+0\.50/, 'an event shown when one target had 0.01 or more; "-" where perf did not count it');
+  t.notMatch(ingressTable({ ...JSON.parse(JSON.stringify({ settings: { threads: 1, connections: 32, durationS: 1, rounds: 1, pacedShare: 0, pacedDurationS: 1 }, tools: { wrk: 'w', nginx: 'n' } })), rounds: { direct: [run(10)], nginx: [run(20)], 'bare-proxy': [run(40)], gateway: [run(80)] }, summary: { direct: summary(10), nginx: summary(20), 'bare-proxy': summary(40), gateway: summary(80) } }), /kernel events/, 'none counted: no section');
 });

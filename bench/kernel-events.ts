@@ -1,0 +1,97 @@
+/**
+ * What a process asks of the kernel per request: system calls by name, the wake-ups it causes,
+ * its context switches and page faults, counted by `perf stat` on its pids while a wrk run loads
+ * it (BENCH_PERF_EVENTS=1 in the ingress bench). CPU time alone says how much kernel time a proxy
+ * costs; these say what for, and tell a proxy that asks for more from one whose every call costs
+ * more (issue 21 item 3: the gateway's kernel time is 2–3× nginx's per request).
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import path from 'node:path';
+import { tempDirectory } from './processes.ts';
+
+/** The system calls counted one by one (a proxy's loop: readiness, reads, writes, timers, memory). */
+const SYSCALLS = ['epoll_wait', 'epoll_pwait', 'epoll_ctl', 'read', 'readv', 'recvfrom', 'write', 'writev', 'sendto', 'sendmsg', 'accept4', 'close', 'futex', 'madvise', 'mprotect', 'mmap', 'munmap', 'getpid'];
+
+/** The events counted: all system calls, those above, wake-ups this process causes, and the rest. */
+export const KERNEL_EVENTS = ['raw_syscalls:sys_enter', ...SYSCALLS.map((name) => `syscalls:sys_enter_${name}`), 'sched:sched_wakeup', 'context-switches', 'cpu-migrations', 'page-faults'];
+
+/** Short names for the table: `syscalls`, `write`, `wakeups`… */
+export function shortEventName(event: string): string {
+  if (event === 'raw_syscalls:sys_enter') return 'syscalls';
+  if (event === 'sched:sched_wakeup') return 'wakeups';
+  return event.replace(/^syscalls:sys_enter_/, '');
+}
+
+/**
+ * `perf stat -x,` output: one line per event, `<count>,<unit>,<event>,…`. Counts of events perf
+ * could not count (`<not counted>`, `<not supported>`) are left out; comment lines are skipped.
+ */
+export function parsePerfStat(output: string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const line of output.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const [count, , event] = line.split(',');
+    if (!event || count === undefined || !/^\d+(\.\d+)?$/.test(count)) continue;
+    counts[event] = (counts[event] ?? 0) + Number(count);
+  }
+  return counts;
+}
+
+/** Whether perf can count these tracepoints here (perf installed, tracefs readable). */
+export function perfEventsAvailable(): string | undefined {
+  const probe = spawnSync('perf', ['stat', '-x,', '-e', 'raw_syscalls:sys_enter,sched:sched_wakeup', '--', 'true'], { encoding: 'utf8' });
+  if (probe.error) return 'perf is missing (Debian: linux-perf)';
+  if (probe.status !== 0 || !/raw_syscalls:sys_enter/.test(probe.stderr) || /not supported|<not counted>/.test(probe.stderr)) return `perf cannot count tracepoints here: ${probe.stderr.trim().slice(0, 300)}`;
+  return undefined;
+}
+
+/**
+ * Counts on `pids` (each one's threads as they are now) from when it resolves: perf starts with
+ * its counters off and turns them on through its control fifo, acknowledging once they are
+ * (`--control`, `-D -1`), so a count starts at a known moment, not when perf happens to have
+ * attached. `stop()` ends the count and gives it. Start it just before the load and stop it just
+ * after, as the CPU reading is.
+ */
+export async function countKernelEvents(pids: readonly number[], events: readonly string[] = KERNEL_EVENTS): Promise<{ stop(): Promise<Record<string, number>> }> {
+  const directory = tempDirectory('kg-bench-perf-');
+  const [file, control, acknowledge] = ['stat.csv', 'control', 'ack'].map((name) => path.join(directory, name)) as [string, string, string];
+  execFileSync('mkfifo', [control, acknowledge]);
+  const child = spawn('perf', ['stat', '-x,', '-o', file, '-D', '-1', '--control', `fifo:${control},${acknowledge}`, '-e', events.join(','), '-p', pids.join(',')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let errors = '';
+  child.stderr.on('data', (chunk: Buffer) => (errors = (errors + chunk.toString()).slice(-2000)));
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => resolve(code));
+  });
+  // Opened read-write, neither end waits for perf to open the other (a perf that failed to start
+  // would leave a plain open hanging): perf's exit ends the wait for its acknowledgement instead.
+  const [controlFile, acknowledgeFile] = await Promise.all([open(control, 'r+'), open(acknowledge, 'r+')]);
+  const closeFifos = () => Promise.all([controlFile.close(), acknowledgeFile.close()]);
+  await controlFile.write('enable\n');
+  const reply = Buffer.alloc(16);
+  const acknowledged = await Promise.race([acknowledgeFile.read(reply, 0, reply.length).then(({ bytesRead }) => reply.subarray(0, bytesRead).toString()), exited.then((code) => `exit ${code}`)]);
+  if (!acknowledged.startsWith('ack')) {
+    child.kill('SIGKILL');
+    throw new Error(`perf stat did not start counting (${acknowledged}): ${errors}`);
+  }
+  return {
+    async stop() {
+      // perf stat prints its counts when interrupted.
+      child.kill('SIGINT');
+      const code = await exited;
+      await closeFifos();
+      let output = '';
+      try {
+        output = readFileSync(file, 'utf8');
+      } catch {
+        throw new Error(`perf stat wrote no counts (exit ${code}): ${errors}`);
+      }
+      rmSync(directory, { recursive: true, force: true });
+      const counts = parsePerfStat(output);
+      if (counts['raw_syscalls:sys_enter'] === undefined) throw new Error(`perf stat counted no system calls (exit ${code}): ${errors}${output.slice(0, 500)}`);
+      return counts;
+    },
+  };
+}
