@@ -15,7 +15,7 @@ import path from 'node:path';
 import { countKernelEvents, shortEventName } from './kernel-events.ts';
 import { runPacedScenario, serviceView, type LoadSettings, type ScenarioResult } from './load.ts';
 import { compilePaced, runExternalPaced } from './paced.ts';
-import { cpuTimes, freePort, gcSummary, onCleanup, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess, type ThreadCounters } from './processes.ts';
+import { cpuTimes, freePort, gcSummary, onCleanup, schedulerCounters, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess, type ThreadCounters } from './processes.ts';
 import type { Scenario } from './scenarios.ts';
 
 /** The upstream's answer: the same as bench/upstream.ts. */
@@ -31,6 +31,11 @@ export interface WrkRun {
   cpuUsPerRequest: number;
   /** The part of cpuUsPerRequest spent in the kernel (system time: its system calls and socket work). */
   kernelUsPerRequest?: number;
+  /**
+   * The part of cpuUsPerRequest on each process's main thread (schedstat; for node the event loop),
+   * the rest being other threads': V8's parallel collectors and compilers, libuv's pool.
+   */
+  mainThreadUsPerRequest?: number;
   latencyMs: { p50: number; p99: number; max: number };
   non2xx: number;
   socketErrors: number;
@@ -46,7 +51,7 @@ export interface IngressResult {
   /** Each target's wrk rounds, in the order run. */
   rounds: Record<IngressTarget, WrkRun[]>;
   /** Medians over the rounds, and the ratios to nginx. */
-  summary: Record<IngressTarget, { cpuUsPerRequest: number; kernelUsPerRequest?: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null; allocatedBytesPerRequest?: number }>;
+  summary: Record<IngressTarget, { cpuUsPerRequest: number; kernelUsPerRequest?: number; mainThreadUsPerRequest?: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null; allocatedBytesPerRequest?: number }>;
   paced?: { rate: number; generator: string; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number; gatewayGc?: GcSummary };
 }
 
@@ -234,16 +239,19 @@ export async function runIngressBench(context: IngressContext, options: { thread
       // Read before the CPU count starts and after it ends: a scrape's own bytes are not the requests'.
       const allocatedBefore = name === 'gateway' && context.metricsUrl ? await allocatedBytes(context.metricsUrl) : undefined;
       const before = cpuTimes(targets[name].pids);
+      const scheduledBefore = schedulerCounters(targets[name].pids);
       const counting = options.perfEvents ? await countKernelEvents(targets[name].pids) : undefined;
       const report = parseWrk(await wrk(targets[name].url, headers, options.threads, options.connections, options.durationS));
       const events = await counting?.stop();
       await settle(allPids);
       const after = cpuTimes(targets[name].pids);
+      const scheduledAfter = schedulerCounters(targets[name].pids);
       const perRequest = (ms: number) => (report.requests ? Math.round((ms * 1000 * 10) / report.requests) / 10 : 0);
       const run: WrkRun = {
         ...report,
         cpuUsPerRequest: perRequest(after.userMs + after.systemMs - before.userMs - before.systemMs),
         kernelUsPerRequest: perRequest(after.systemMs - before.systemMs),
+        mainThreadUsPerRequest: perRequest(scheduledAfter.main.runMs - scheduledBefore.main.runMs),
       };
       const allocatedAfter = allocatedBefore !== undefined ? await allocatedBytes(context.metricsUrl!) : undefined;
       if (allocatedBefore !== undefined && allocatedAfter !== undefined && report.requests > 0) run.allocatedBytesPerRequest = Math.round((allocatedAfter - allocatedBefore) / report.requests);
@@ -252,7 +260,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
       }
       rounds[name].push(run);
       context.log(
-        `ingress round ${round} ${name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (${run.kernelUsPerRequest} in the kernel), p99 ${run.latencyMs.p99} ms` +
+        `ingress round ${round} ${name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (${run.kernelUsPerRequest} in the kernel, ${run.mainThreadUsPerRequest} on main threads), p99 ${run.latencyMs.p99} ms` +
           (run.allocatedBytesPerRequest !== undefined ? `, ${run.allocatedBytesPerRequest} bytes allocated/request` : '') +
           (run.kernelEventsPerRequest ? `, per request: ${Object.entries(run.kernelEventsPerRequest).filter(([, count]) => count >= 0.01).map(([event, count]) => `${event} ${count}`).join(', ')}` : '') +
           (run.non2xx || run.socketErrors ? ` !!! ${run.non2xx} non-2xx, ${run.socketErrors} socket errors` : ''),
@@ -267,6 +275,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
       {
         cpuUsPerRequest: medians[name].cpu,
         ...kernelMedian(rounds[name]),
+        ...mainThreadMedian(rounds[name]),
         rps: medians[name].rps,
         cpuVsNginx: name === 'direct' ? null : ratio(medians[name].cpu, medians.nginx.cpu),
         rpsVsNginx: name === 'direct' ? null : ratio(medians[name].rps, medians.nginx.rps),
@@ -341,6 +350,11 @@ function kernelMedian(runs: WrkRun[]): { kernelUsPerRequest?: number } {
   return values.length > 0 ? { kernelUsPerRequest: median(values) } : {};
 }
 
+function mainThreadMedian(runs: WrkRun[]): { mainThreadUsPerRequest?: number } {
+  const values = runs.flatMap((run) => (run.mainThreadUsPerRequest === undefined ? [] : [run.mainThreadUsPerRequest]));
+  return values.length > 0 ? { mainThreadUsPerRequest: median(values) } : {};
+}
+
 function allocatedMedian(runs: WrkRun[]): { allocatedBytesPerRequest?: number } {
   const values = runs.flatMap((run) => (run.allocatedBytesPerRequest === undefined ? [] : [run.allocatedBytesPerRequest]));
   return values.length > 0 ? { allocatedBytesPerRequest: median(values) } : {};
@@ -352,14 +366,14 @@ export function ingressTable(result: IngressResult): string {
   const lines = [
     `ingress: wrk -t${settings.threads} -c${settings.connections}, ${settings.durationS} s × ${settings.rounds} rounds per target (medians; ranges over the rounds); ${result.tools.nginx}`,
     '',
-    `${'target'.padEnd(12)}  ${'CPU µs/req'.padStart(10)}  ${'range'.padStart(13)}  ${'kernel'.padStart(6)}  ${'× nginx'.padStart(7)}  ${'req/s'.padStart(9)}  ${'range'.padStart(15)}  ${'÷ nginx'.padStart(7)}`,
+    `${'target'.padEnd(12)}  ${'CPU µs/req'.padStart(10)}  ${'range'.padStart(13)}  ${'kernel'.padStart(6)}  ${'main'.padStart(6)}  ${'× nginx'.padStart(7)}  ${'req/s'.padStart(9)}  ${'range'.padStart(15)}  ${'÷ nginx'.padStart(7)}`,
   ];
   for (const name of Object.keys(summary) as IngressTarget[]) {
     const cpu = rounds[name].map((run) => run.cpuUsPerRequest);
     const rps = rounds[name].map((run) => run.rps);
     const row = summary[name];
     lines.push(
-      `${name.padEnd(12)}  ${row.cpuUsPerRequest.toFixed(1).padStart(10)}  ${`${Math.min(...cpu).toFixed(1)}–${Math.max(...cpu).toFixed(1)}`.padStart(13)}  ${(row.kernelUsPerRequest === undefined ? '-' : row.kernelUsPerRequest.toFixed(1)).padStart(6)}  ${(row.cpuVsNginx === null ? '-' : `${row.cpuVsNginx.toFixed(2)}×`).padStart(7)}  ${Math.round(row.rps).toLocaleString('en-US').padStart(9)}  ${`${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))}`.padStart(15)}  ${(row.rpsVsNginx === null ? '-' : `${Math.round(row.rpsVsNginx * 100)} %`).padStart(7)}`,
+      `${name.padEnd(12)}  ${row.cpuUsPerRequest.toFixed(1).padStart(10)}  ${`${Math.min(...cpu).toFixed(1)}–${Math.max(...cpu).toFixed(1)}`.padStart(13)}  ${(row.kernelUsPerRequest === undefined ? '-' : row.kernelUsPerRequest.toFixed(1)).padStart(6)}  ${(row.mainThreadUsPerRequest === undefined ? '-' : row.mainThreadUsPerRequest.toFixed(1)).padStart(6)}  ${(row.cpuVsNginx === null ? '-' : `${row.cpuVsNginx.toFixed(2)}×`).padStart(7)}  ${Math.round(row.rps).toLocaleString('en-US').padStart(9)}  ${`${Math.round(Math.min(...rps))}–${Math.round(Math.max(...rps))}`.padStart(15)}  ${(row.rpsVsNginx === null ? '-' : `${Math.round(row.rpsVsNginx * 100)} %`).padStart(7)}`,
     );
   }
   if (summary.gateway.allocatedBytesPerRequest !== undefined) {
