@@ -9,7 +9,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
-import { tempDirectory } from './processes.ts';
+import { processTree, tempDirectory } from './processes.ts';
 
 /** The system calls counted one by one (a proxy's loop: readiness, reads, writes, timers, memory). */
 const SYSCALLS = ['epoll_wait', 'epoll_pwait', 'epoll_ctl', 'read', 'readv', 'recvfrom', 'write', 'writev', 'sendto', 'sendmsg', 'accept4', 'close', 'futex', 'madvise', 'mprotect', 'mmap', 'munmap', 'getpid'];
@@ -25,16 +25,18 @@ export function shortEventName(event: string): string {
 }
 
 /**
- * `perf stat -x,` output: one line per event, `<count>,<unit>,<event>,…`. Counts of events perf
- * could not count (`<not counted>`, `<not supported>`) are left out; comment lines are skipped.
+ * `perf stat -x,` output: one line per event, `<count>,<unit>,<event>,…`. `<not counted>` is an
+ * event whose tasks never ran while counting (0); events perf cannot count here (`<not
+ * supported>`) are left out; comment lines are skipped.
  */
 export function parsePerfStat(output: string): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const line of output.split('\n')) {
     if (!line || line.startsWith('#')) continue;
     const [count, , event] = line.split(',');
-    if (!event || count === undefined || !/^\d+(\.\d+)?$/.test(count)) continue;
-    counts[event] = (counts[event] ?? 0) + Number(count);
+    if (!event || count === undefined) continue;
+    if (count === '<not counted>') counts[event] ??= 0;
+    else if (/^\d+(\.\d+)?$/.test(count)) counts[event] = (counts[event] ?? 0) + Number(count);
   }
   return counts;
 }
@@ -48,7 +50,8 @@ export function perfEventsAvailable(): string | undefined {
 }
 
 /**
- * Counts on `pids` (each one's threads as they are now) from when it resolves: perf starts with
+ * Counts on `pids` and their descendants (nginx's workers are its master's children; each
+ * process's threads as they are now) from when it resolves: perf starts with
  * its counters off and turns them on through its control fifo, acknowledging once they are
  * (`--control`, `-D -1`), so a count starts at a known moment, not when perf happens to have
  * attached. `stop()` ends the count and gives it. Start it just before the load and stop it just
@@ -58,7 +61,7 @@ export async function countKernelEvents(pids: readonly number[], events: readonl
   const directory = tempDirectory('kg-bench-perf-');
   const [file, control, acknowledge] = ['stat.csv', 'control', 'ack'].map((name) => path.join(directory, name)) as [string, string, string];
   execFileSync('mkfifo', [control, acknowledge]);
-  const child = spawn('perf', ['stat', '-x,', '-o', file, '-D', '-1', '--control', `fifo:${control},${acknowledge}`, '-e', events.join(','), '-p', pids.join(',')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn('perf', ['stat', '-x,', '-o', file, '-D', '-1', '--control', `fifo:${control},${acknowledge}`, '-e', events.join(','), '-p', processTree(pids).join(',')], { stdio: ['ignore', 'ignore', 'pipe'] });
   let errors = '';
   child.stderr.on('data', (chunk: Buffer) => (errors = (errors + chunk.toString()).slice(-2000)));
   const exited = new Promise<number | null>((resolve, reject) => {
