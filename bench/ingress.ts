@@ -442,8 +442,8 @@ function kernelEventsTable(rounds: Record<IngressTarget, WrkRun[]>, targets: Ing
     return counted.length > 0 ? median(counted) : undefined;
   };
   const shown = events.filter((event) => targets.some((name) => (value(name, event) ?? 0) >= 0.01));
-  const lines = [`kernel events per request (perf stat on each target's pids during its wrk runs; medians):`, '', `${'event'.padEnd(14)}${targets.map((name) => name.padStart(12)).join('')}`];
-  for (const event of shown) lines.push(`${event.padEnd(14)}${targets.map((name) => (value(name, event)?.toFixed(2) ?? '-').padStart(12)).join('')}`);
+  const lines = [`kernel events per request (perf stat on each target's pids during its wrk runs; medians):`, '', `${'event'.padEnd(18)}${targets.map((name) => name.padStart(12)).join('')}`];
+  for (const event of shown) lines.push(`${event.padEnd(18)}${targets.map((name) => (value(name, event)?.toFixed(2) ?? '-').padStart(12)).join('')}`);
   return lines.join('\n');
 }
 
