@@ -81,17 +81,13 @@ export class DatabaseHealth {
     // Unwatched (the manage CLI, a cluster's first process): nothing would ever find it back.
     if (!this.reachable || !this.watching || this.verdict) return;
     const confirmMs = this.options.confirmTimeoutMs ?? Math.max(100, Math.floor(this.options.probeIntervalMs / 2));
+    this.suspectedReason = reason;
     const underWay = this.running;
-    const verdict = underWay ? this.confirmWith(underWay, confirmMs, reason) : this.confirmWithProbe(confirmMs, reason);
+    const verdict = underWay ? this.confirmWith(underWay, confirmMs, reason) : this.runProbe(confirmMs);
     this.verdict = verdict;
     void verdict.finally(() => {
       if (this.verdict === verdict) this.verdict = undefined;
     });
-  }
-
-  private async confirmWithProbe(confirmMs: number, reason: string): Promise<void> {
-    this.suspectedReason = reason;
-    await this.runProbe(confirmMs);
   }
 
   /**
@@ -100,7 +96,6 @@ export class DatabaseHealth {
    * interval more). Having set off earlier, it has had at least as long as a probe of its own.
    */
   private confirmWith(underWay: Promise<void>, confirmMs: number, reason: string): Promise<void> {
-    this.suspectedReason = reason;
     return new Promise<void>((resolve) => {
       // As the probe decides: in time this process ran, after that loop turn's I/O.
       const cancel = runningDeadline(confirmMs, () =>
