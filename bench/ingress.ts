@@ -274,12 +274,12 @@ export async function runIngressBench(context: IngressContext, options: { thread
       name,
       {
         cpuUsPerRequest: medians[name].cpu,
-        ...kernelMedian(rounds[name]),
-        ...mainThreadMedian(rounds[name]),
+        ...medianOf(rounds[name], 'kernelUsPerRequest'),
+        ...medianOf(rounds[name], 'mainThreadUsPerRequest'),
         rps: medians[name].rps,
         cpuVsNginx: name === 'direct' ? null : ratio(medians[name].cpu, medians.nginx.cpu),
         rpsVsNginx: name === 'direct' ? null : ratio(medians[name].rps, medians.nginx.rps),
-        ...allocatedMedian(rounds[name]),
+        ...medianOf(rounds[name], 'allocatedBytesPerRequest'),
       },
     ]),
   ) as IngressResult['summary'];
@@ -345,19 +345,10 @@ async function allocatedBytes(metricsUrl: string): Promise<number | undefined> {
   }
 }
 
-function kernelMedian(runs: WrkRun[]): { kernelUsPerRequest?: number } {
-  const values = runs.flatMap((run) => (run.kernelUsPerRequest === undefined ? [] : [run.kernelUsPerRequest]));
-  return values.length > 0 ? { kernelUsPerRequest: median(values) } : {};
-}
-
-function mainThreadMedian(runs: WrkRun[]): { mainThreadUsPerRequest?: number } {
-  const values = runs.flatMap((run) => (run.mainThreadUsPerRequest === undefined ? [] : [run.mainThreadUsPerRequest]));
-  return values.length > 0 ? { mainThreadUsPerRequest: median(values) } : {};
-}
-
-function allocatedMedian(runs: WrkRun[]): { allocatedBytesPerRequest?: number } {
-  const values = runs.flatMap((run) => (run.allocatedBytesPerRequest === undefined ? [] : [run.allocatedBytesPerRequest]));
-  return values.length > 0 ? { allocatedBytesPerRequest: median(values) } : {};
+/** The median of an optional per-run figure over the runs that have it, as a field of the summary (absent when none has it). */
+function medianOf<K extends 'kernelUsPerRequest' | 'mainThreadUsPerRequest' | 'allocatedBytesPerRequest'>(runs: WrkRun[], field: K): Partial<Record<K, number>> {
+  const values = runs.flatMap((run) => (run[field] === undefined ? [] : [run[field]!]));
+  return (values.length > 0 ? { [field]: median(values) } : {}) as Partial<Record<K, number>>;
 }
 
 /** The console table of a comparison. */
