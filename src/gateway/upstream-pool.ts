@@ -1,7 +1,7 @@
-import { createRequire } from 'node:module';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { IncomingMessage } from 'node:http';
+import { errorReason, instantiateLlhttp, OK, PAUSED, SKIP_BODY, TYPE_RESPONSE, USER_ERROR, type LlhttpExports } from '../http/llhttp.ts';
 
 /**
  * The gateway's HTTP/1.1 client for upstreams: keep-alive connections per upstream origin, requests
@@ -16,8 +16,7 @@ import type { IncomingMessage } from 'node:http';
  * request on that connection, so framing is llhttp's, and any byte an upstream sends that does not
  * belong to the exchange in progress ends the connection.
  *
- * The WebAssembly file is undici's (lib/llhttp/, not an export of its package): undici's version is
- * pinned in package.json, and this module's tests fail at once if a release moves the file.
+ * The WebAssembly file is undici's (http/llhttp.ts says how it is loaded).
  */
 
 /** What one exchange is told, in order: onConnect; then onHeaders, onData…, onComplete; or onError. */
@@ -109,14 +108,6 @@ export class UpstreamError extends Error {
   }
 }
 
-// llhttp's numbers (llhttp/constants.js).
-const TYPE_RESPONSE = 2;
-const OK = 0;
-const PAUSED = 21;
-const USER_ERROR = -1;
-/** From on_headers_complete: the response has no body (the answer to a HEAD). */
-const SKIP_BODY = 1;
-
 const IDEMPOTENT: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 /** A header value node:http would send: no control characters but tab, nothing past Latin-1. */
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
@@ -129,20 +120,6 @@ const EMPTY = Buffer.alloc(0);
 const HEADER_TEXT_WINDOW = 8192;
 /** The most a plain connection reads at once (node's own read size). */
 const READ_BUFFER_BYTES = 65_536;
-
-interface LlhttpExports {
-  memory: WebAssembly.Memory;
-  llhttp_alloc(type: number): number;
-  llhttp_free(parser: number): void;
-  llhttp_execute(parser: number, data: number, length: number): number;
-  llhttp_finish(parser: number): number;
-  llhttp_resume(parser: number): void;
-  llhttp_get_error_pos(parser: number): number;
-  llhttp_get_error_reason(parser: number): number;
-  llhttp_should_keep_alive(parser: number): number;
-  malloc(size: number): number;
-  free(pointer: number): void;
-}
 
 /**
  * One llhttp WebAssembly instance, shared by every connection of a Forwarder. Its callbacks are
@@ -171,14 +148,6 @@ export class ResponseParsers {
   private decodedFrom = -1;
 
   constructor() {
-    const require = createRequire(import.meta.url);
-    const wasm = (() => {
-      try {
-        return new WebAssembly.Module(require('undici/lib/llhttp/llhttp_simd-wasm.js') as Uint8Array<ArrayBuffer>);
-      } catch {
-        return new WebAssembly.Module(require('undici/lib/llhttp/llhttp-wasm.js') as Uint8Array<ArrayBuffer>);
-      }
-    })();
     const text = (at: number, length: number): string => {
       const chunk = this.chunk!;
       const start = at - this.input;
@@ -190,20 +159,16 @@ export class ResponseParsers {
       if (from >= 0 && from + length <= this.decoded.length) return this.decoded.substring(from, from + length);
       return chunk.toString('latin1', start, start + length);
     };
-    const instance = new WebAssembly.Instance(wasm, {
-      env: {
-        wasm_on_url: () => 0,
-        wasm_on_status: () => 0,
-        wasm_on_message_begin: () => this.current!.onMessageBegin(),
-        wasm_on_header_field: (_parser: number, at: number, length: number) => this.current!.onHeaderField(text(at, length), length),
-        wasm_on_header_value: (_parser: number, at: number, length: number) => this.current!.onHeaderValue(text(at, length), length),
-        wasm_on_headers_complete: (_parser: number, status: number) => this.current!.onHeadersComplete(status),
-        wasm_on_body: (_parser: number, at: number, length: number) =>
-          this.current!.onBody(this.chunk!.subarray(at - this.input, at - this.input + length)),
-        wasm_on_message_complete: () => this.current!.onMessageComplete(),
-      },
+    this.llhttp = instantiateLlhttp({
+      wasm_on_url: () => OK,
+      wasm_on_status: () => OK,
+      wasm_on_message_begin: () => this.current!.onMessageBegin(),
+      wasm_on_header_field: (_parser, at, length) => this.current!.onHeaderField(text(at, length), length),
+      wasm_on_header_value: (_parser, at, length) => this.current!.onHeaderValue(text(at, length), length),
+      wasm_on_headers_complete: (_parser, status) => this.current!.onHeadersComplete(status),
+      wasm_on_body: (_parser, at, length) => this.current!.onBody(this.chunk!.subarray(at - this.input, at - this.input + length)),
+      wasm_on_message_complete: () => this.current!.onMessageComplete(),
     });
-    this.llhttp = instance.exports as unknown as LlhttpExports;
   }
 
   alloc(): number {
@@ -259,12 +224,7 @@ export class ResponseParsers {
   }
 
   reason(parser: number): string {
-    const pointer = this.llhttp.llhttp_get_error_reason(parser);
-    if (!pointer) return 'malformed response';
-    const memory = new Uint8Array(this.llhttp.memory.buffer);
-    let end = pointer;
-    while (end < memory.length && memory[end] !== 0) end++;
-    return Buffer.from(memory.subarray(pointer, end)).toString('latin1');
+    return errorReason(this.llhttp, parser, 'malformed response');
   }
 }
 
