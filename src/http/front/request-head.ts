@@ -1,0 +1,283 @@
+import { errorReason, instantiateLlhttp, OK, PAUSED, TYPE_REQUEST, USER_ERROR, type LlhttpExports } from '../llhttp.ts';
+
+/**
+ * Reads a connection's request heads with llhttp in request mode, for the request front
+ * (docs/architecture.md, "a request front of our own"): the front answers a plain request itself and
+ * hands every other connection to node:http with the bytes it has read (`socket.unshift`). So this
+ * reader says only two things for sure: "a plain request, here is its head", or "not mine". It never
+ * refuses: a head llhttp finds malformed is "not mine" too, and node:http refuses it as it always has.
+ *
+ * Plain means all of: GET, HEAD or DELETE; HTTP/1.1; no body (no Transfer-Encoding, Content-Length
+ * absent or a single 0); no Expect, no Upgrade; exactly one Host (node:http answers 400 without one);
+ * at most `maxHeaders` headers (node keeps only that many); and a head, request line to blank line,
+ * of at most `maxHeaderBytes` (node's limit counts no more than that, so it would have taken it).
+ * The test that this is safe is differential (test/http/front/request-head.test.ts): whatever this
+ * reader calls plain, node's parser reads the same way, without error.
+ */
+
+/** A plain request's head, as the client spelled it. */
+export interface RequestHead {
+  method: 'GET' | 'HEAD' | 'DELETE';
+  /** The request target, raw (the gateway canonicalises it). */
+  target: string;
+  /** Flat [name, value, …] list, names as sent. */
+  rawHeaders: string[];
+  /** The client allows the connection to stay open after the answer (HTTP/1.1 without Connection: close). */
+  keepAlive: boolean;
+}
+
+export type HeadReading =
+  /** The head is not whole yet; every byte given so far belongs to it. */
+  | { kind: 'partial' }
+  /** A plain request: its head, and how many bytes of the chunk it took (the rest is the next request's). */
+  | { kind: 'plain'; head: RequestHead; consumed: number }
+  /** Not a plain request (or not a well-formed one): the connection is node:http's, with every byte read. */
+  | { kind: 'other'; why: string };
+
+export interface RequestHeadLimits {
+  /** Largest head accepted on the plain path (MAX_HEADER_BYTES, node:http's maxHeaderSize). */
+  maxHeaderBytes: number;
+  /** Most headers on the plain path (node:http's maxHeadersCount; it drops those past it). */
+  maxHeaders: number;
+}
+
+// llhttp's method numbers (llhttp/constants.js METHODS).
+const PLAIN_METHODS: ReadonlyMap<number, RequestHead['method']> = new Map([
+  [0, 'DELETE'],
+  [1, 'GET'],
+  [2, 'HEAD'],
+]);
+const TRAILING_WHITESPACE = /[ \t]+$/;
+/** How much of a chunk is decoded at once for the target and headers (a longer head is read piece by piece). */
+const TEXT_WINDOW = 8192;
+
+/**
+ * One llhttp instance shared by the front's connections (its callbacks are module-wide, so `read`
+ * notes which reader they belong to while it runs); each connection has a HeadReader of its own.
+ */
+export class RequestHeadParsers {
+  private readonly llhttp: LlhttpExports;
+  private current: HeadReader | null = null;
+  private chunk: Buffer | null = null;
+  private input = 0;
+  private inputSize = 0;
+  /** The chunk decoded as text from the first span llhttp reported in it (-1: not yet), as in the response parser. */
+  private decoded = '';
+  private decodedFrom = -1;
+
+  constructor(readonly limits: RequestHeadLimits) {
+    const text = (at: number, length: number): string => {
+      const chunk = this.chunk!;
+      const start = at - this.input;
+      if (this.decodedFrom < 0) {
+        this.decodedFrom = start;
+        this.decoded = chunk.toString('latin1', start, Math.min(chunk.length, start + TEXT_WINDOW));
+      }
+      const from = start - this.decodedFrom;
+      if (from >= 0 && from + length <= this.decoded.length) return this.decoded.substring(from, from + length);
+      return chunk.toString('latin1', start, start + length);
+    };
+    this.llhttp = instantiateLlhttp({
+      wasm_on_message_begin: () => this.current!.onMessageBegin(),
+      wasm_on_url: (_parser, at, length) => this.current!.onTarget(text(at, length)),
+      wasm_on_status: () => USER_ERROR,
+      wasm_on_header_field: (_parser, at, length) => this.current!.onHeaderField(text(at, length)),
+      wasm_on_header_value: (_parser, at, length) => this.current!.onHeaderValue(text(at, length)),
+      wasm_on_headers_complete: (parser, _status, upgrade, keepAlive) => this.current!.onHeadersComplete(parser, upgrade === 1, keepAlive === 1),
+      wasm_on_body: () => USER_ERROR,
+      wasm_on_message_complete: () => this.current!.onMessageComplete(),
+    });
+  }
+
+  reader(): HeadReader {
+    return new HeadReader(this, this.llhttp.llhttp_alloc(TYPE_REQUEST));
+  }
+
+  /** Runs llhttp over the chunk for `reader`: its answer, and where it stopped. */
+  execute(reader: HeadReader, chunk: Buffer): { code: number; stoppedAt: number } {
+    const llhttp = this.llhttp;
+    if (this.current) throw new Error('llhttp is already executing for another connection');
+    if (chunk.length > this.inputSize) {
+      if (this.input) llhttp.free(this.input);
+      this.inputSize = Math.ceil(chunk.length / 4096) * 4096;
+      this.input = llhttp.malloc(this.inputSize);
+    }
+    new Uint8Array(llhttp.memory.buffer, this.input, chunk.length).set(chunk);
+    this.current = reader;
+    this.chunk = chunk;
+    this.decodedFrom = -1;
+    let code: number;
+    try {
+      code = llhttp.llhttp_execute(reader.parser, this.input, chunk.length);
+    } finally {
+      this.current = null;
+      this.chunk = null;
+      this.decoded = '';
+    }
+    const stoppedAt = code === OK ? chunk.length : llhttp.llhttp_get_error_pos(reader.parser) - this.input;
+    return { code, stoppedAt };
+  }
+
+  /** After a plain request: llhttp is paused at its end, and reads the next one from a clean state. */
+  resume(parser: number): void {
+    this.llhttp.llhttp_resume(parser);
+  }
+
+  reason(parser: number): string {
+    return errorReason(this.llhttp, parser, 'malformed request');
+  }
+
+  method(parser: number): number {
+    return this.llhttp.llhttp_get_method(parser);
+  }
+
+  version(parser: number): { major: number; minor: number } {
+    return { major: this.llhttp.llhttp_get_http_major(parser), minor: this.llhttp.llhttp_get_http_minor(parser) };
+  }
+
+  free(parser: number): void {
+    this.llhttp.llhttp_free(parser);
+  }
+}
+
+/** One connection's heads, read one request at a time. */
+export class HeadReader {
+  private target = '';
+  private rawHeaders: string[] = [];
+  /** Bytes of the head so far, across chunks (request line and headers). */
+  private headBytes = 0;
+  private notPlain: string | undefined;
+  private head: RequestHead | undefined;
+  private freed = false;
+
+  constructor(
+    private readonly parsers: RequestHeadParsers,
+    readonly parser: number,
+  ) {}
+
+  /**
+   * Reads the next piece of the connection's bytes. After `plain`, the bytes past `consumed` are the
+   * next request's: give them (and what follows) to `read` again once the answer is under way. After
+   * `other`, the reader is spent (free it).
+   */
+  read(chunk: Buffer): HeadReading {
+    if (this.freed) throw new Error('the head reader was freed');
+    if (this.notPlain !== undefined) return { kind: 'other', why: this.notPlain };
+    const { code, stoppedAt } = this.parsers.execute(this, chunk);
+    if (code === OK) {
+      // Nothing stopped it: the head goes on in the next chunk, unless it is already too large.
+      if (this.head === undefined) {
+        this.headBytes += chunk.length;
+        if (this.headBytes > this.parsers.limits.maxHeaderBytes) return this.refuse('the head is larger than MAX_HEADER_BYTES');
+        return { kind: 'partial' };
+      }
+    }
+    if (code === PAUSED && this.head !== undefined) {
+      // Every chunk given starts inside the head (or at its start), so its size is exact here.
+      if (this.headBytes + stoppedAt > this.parsers.limits.maxHeaderBytes) return this.refuse('the head is larger than MAX_HEADER_BYTES');
+      const head = this.head;
+      this.head = undefined;
+      this.target = '';
+      this.rawHeaders = [];
+      this.headBytes = 0;
+      this.parsers.resume(this.parser);
+      return { kind: 'plain', head, consumed: stoppedAt };
+    }
+    return this.refuse(this.notPlain ?? `malformed: ${this.parsers.reason(this.parser)}`);
+  }
+
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.parsers.free(this.parser);
+  }
+
+  private refuse(why: string): HeadReading {
+    this.notPlain = why;
+    return { kind: 'other', why };
+  }
+
+  // ---- llhttp's callbacks (through RequestHeadParsers) -----------------------------------------
+
+  onMessageBegin(): number {
+    this.target = '';
+    this.rawHeaders = [];
+    return OK;
+  }
+
+  onTarget(text: string): number {
+    this.target += text;
+    return OK;
+  }
+
+  onHeaderField(text: string): number {
+    const headers = this.rawHeaders;
+    if ((headers.length & 1) === 0) headers.push(text);
+    else headers[headers.length - 1] += text;
+    return OK;
+  }
+
+  onHeaderValue(text: string): number {
+    const headers = this.rawHeaders;
+    if ((headers.length & 1) === 1) headers.push(text);
+    else headers[headers.length - 1] += text;
+    return OK;
+  }
+
+  onHeadersComplete(parser: number, upgrade: boolean, keepAlive: boolean): number {
+    const why = this.whyNotPlain(parser, upgrade);
+    if (why !== undefined) {
+      this.notPlain = why;
+      return PAUSED;
+    }
+    this.head = { method: PLAIN_METHODS.get(this.parsers.method(parser))!, target: this.target, rawHeaders: this.rawHeaders, keepAlive };
+    return OK;
+  }
+
+  /** Called at once after the head: a plain request has no body. Stops llhttp at the request's end. */
+  onMessageComplete(): number {
+    return this.head === undefined ? USER_ERROR : PAUSED;
+  }
+
+  private whyNotPlain(parser: number, upgrade: boolean): string | undefined {
+    if (!PLAIN_METHODS.has(this.parsers.method(parser))) return 'the method may have a body';
+    const { major, minor } = this.parsers.version(parser);
+    if (major !== 1 || minor !== 1) return 'not HTTP/1.1';
+    if (upgrade) return 'an upgrade';
+    const headers = this.rawHeaders;
+    if (headers.length / 2 > this.parsers.limits.maxHeaders) return 'more headers than node:http keeps';
+    let hosts = 0;
+    // Each test looks at the name's length before its letters.
+    for (let index = 0; index < headers.length; index += 2) {
+      const name = headers[index]!;
+      // llhttp's value runs to the line's end; node:http drops the whitespace at its end, as RFC 9112 §5 says.
+      const value = headers[index + 1]!;
+      const last = value.charCodeAt(value.length - 1);
+      if (last === 0x20 || last === 0x09) headers[index + 1] = value.replace(TRAILING_WHITESPACE, '');
+      switch (name.length) {
+        case 4:
+          if (name.toLowerCase() === 'host') hosts++;
+          break;
+        case 6:
+          if (name.toLowerCase() === 'expect') return 'Expect';
+          break;
+        case 7:
+          if (name.toLowerCase() === 'upgrade') return 'Upgrade';
+          break;
+        case 14:
+          if (name.toLowerCase() === 'content-length' && (headers[index + 1] !== '0' || this.hasLater(index, 'content-length'))) return 'a body (Content-Length)';
+          break;
+        case 17:
+          if (name.toLowerCase() === 'transfer-encoding') return 'a body (Transfer-Encoding)';
+          break;
+      }
+    }
+    if (hosts !== 1) return hosts === 0 ? 'no Host' : 'more than one Host';
+    return undefined;
+  }
+
+  private hasLater(index: number, name: string): boolean {
+    for (let later = index + 2; later < this.rawHeaders.length; later += 2) if (this.rawHeaders[later]!.toLowerCase() === name) return true;
+    return false;
+  }
+}
