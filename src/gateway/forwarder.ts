@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ClientRequest, ClientResponse } from './client-exchange.ts';
 import { ResponseParsers, UpstreamError, UpstreamPool, type PreparedHeaders, type UpstreamHandler, type UpstreamPoolOptions, type UpstreamRequest } from './upstream-pool.ts';
 import { UnavailableError } from '../support/errors.ts';
 import { ExchangeDeadlines, type DeadlineEntry, type DeadlineList } from './exchange-deadlines.ts';
@@ -85,8 +85,8 @@ export class Forwarder {
    * already destroyed). Callbacks rather than a promise: this is the per-request path.
    */
   forward(
-    request: IncomingMessage,
-    response: ServerResponse,
+    request: ClientRequest,
+    response: ClientResponse,
     target: ForwardTarget,
     rewriteLocation: (location: string) => string,
     settled: (result: ForwardResult) => void,
@@ -152,8 +152,8 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
 
   // The request's own objects are not readonly: they are let go when the exchange ends (letGo()).
   constructor(
-    private request: IncomingMessage,
-    private response: ServerResponse,
+    private request: ClientRequest,
+    private response: ClientResponse,
     private readonly hasBody: boolean,
     private readonly deadlines: ExchangeDeadlines,
     private ourHeaders: string[],

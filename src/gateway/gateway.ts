@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CatalogService } from '../catalog/catalog-service.ts';
 import type { InternalEndpoints } from '../catalog/internal-endpoints.ts';
 import { ServiceCatalogHeaders } from '../catalog/service-catalog-header.ts';
@@ -12,6 +11,7 @@ import { Authenticator } from './authenticate.ts';
 import { Authoriser, policySubject, type GatewayPolicyHolder } from './authorise.ts';
 import { canonicalise, GATEWAY_METHODS, routeOf } from './canonicalise.ts';
 import type { CircuitState } from './circuit-breaker.ts';
+import type { ClientRequest, ClientResponse } from './client-exchange.ts';
 import { Forwarding, type ForwardingOptions, type UpstreamErrorCounter } from './forward.ts';
 import { asHeaderValue } from './identity-headers.ts';
 import type { DecisionStore } from './decision-store.ts';
@@ -53,7 +53,7 @@ export interface GatewayInstruments extends UpstreamErrorCounter {
 
 /** Receives the refusals (401, 403) the gateway decides, as security events. */
 export interface GatewayDenialSink {
-  denied(request: IncomingMessage, outcome: Readonly<Outcome>): void;
+  denied(request: ClientRequest, outcome: Readonly<Outcome>): void;
 }
 
 /**
@@ -118,7 +118,7 @@ export class Gateway implements GatewayExplainer {
    * 'checkContinue'); 100 is sent only once the request is authenticated and allowed, so a refused
    * client never sends its body.
    */
-  handle(request: IncomingMessage, response: ServerResponse, expectsContinue = false): void {
+  handle(request: ClientRequest, response: ClientResponse, expectsContinue = false): void {
     // X-OpenStack-Request-Id goes out with the upstream's headers (forward) or with ours (answers):
     // no setHeader() here, so writeHead keeps repeated upstream headers apart.
     const proxied = new ProxiedRequest(request, response, expectsContinue);

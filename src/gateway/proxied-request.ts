@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ClientRequest, ClientResponse } from './client-exchange.ts';
 import type { InternalEndpoint } from '../catalog/internal-endpoints.ts';
 import type { GatewayExplanation, PolicySubject } from '../policy/gateway-explain.ts';
 import { newRequestId } from '../support/request-id.ts';
@@ -60,15 +60,15 @@ export class ProxiedRequest {
   reason: string | undefined = undefined;
 
   constructor(
-    readonly request: IncomingMessage,
-    readonly response: ServerResponse,
+    readonly request: ClientRequest,
+    readonly response: ClientResponse,
     /** The client sent Expect: 100-continue and waits for 100 before its body. */
     readonly expectsContinue: boolean,
   ) {}
 }
 
 /** A request header sent once and not empty, else undefined. */
-export function header(request: IncomingMessage, name: string): string | undefined {
+export function header(request: ClientRequest, name: string): string | undefined {
   const value = request.headers[name];
   return typeof value === 'string' && value.length > 0 ? value : undefined;
 }

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { ClientRequest } from './client-exchange.ts';
 import { header } from './proxied-request.ts';
 
 /** A Host header safe to build our public base URL from. */
@@ -18,7 +18,7 @@ export class PublicUrl {
     this.isHttps = url.startsWith('https:');
   }
 
-  base(request: IncomingMessage): string {
+  base(request: ClientRequest): string {
     if (this.fixed) return this.url;
     const host = header(request, 'host');
     return host && VALID_HOST.test(host) ? `http://${host}` : this.url;

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import tls from 'node:tls';
-import type { IncomingMessage } from 'node:http';
+import type { RequestBody } from './client-exchange.ts';
 import { errorReason, instantiateLlhttp, OK, PAUSED, SKIP_BODY, TYPE_RESPONSE, USER_ERROR, type LlhttpExports } from '../http/llhttp.ts';
 
 /**
@@ -61,7 +61,7 @@ export interface UpstreamRequest {
   /** Lines checked and written before, sent after `headers` as they are. */
   prepared?: PreparedHeaders;
   /** The client's request, streamed as the body (null: no body). */
-  body: IncomingMessage | null;
+  body: RequestBody | null;
 }
 
 export interface UpstreamPoolOptions {
@@ -829,7 +829,7 @@ class Upload {
 
   constructor(
     private readonly connection: UpstreamConnection,
-    private readonly body: IncomingMessage,
+    private readonly body: RequestBody,
     private readonly chunked: boolean,
   ) {
     if (body.complete && body.readableEnded) {
