@@ -8,7 +8,7 @@ import { errorReason, instantiateLlhttp, OK, PAUSED, TYPE_REQUEST, USER_ERROR, t
  * refuses: a head llhttp finds malformed is "not mine" too, and node:http refuses it as it always has.
  *
  * Plain means all of: GET, HEAD or DELETE; HTTP/1.1; no body (no Transfer-Encoding, Content-Length
- * absent or a single 0); no Expect, no Upgrade; exactly one Host (node:http answers 400 without one);
+ * absent or 0); no Expect, no Upgrade; a Host (node:http answers 400 without one); no header repeated;
  * at most `maxHeaders` headers (node keeps only that many); and a head, request line to blank line,
  * of at most `maxHeaderBytes` (node's limit counts no more than that, so it would have taken it).
  * The test that this is safe is differential (test/http/front/request-head.test.ts): whatever this
@@ -22,6 +22,8 @@ export interface RequestHead {
   target: string;
   /** Flat [name, value, …] list, names as sent. */
   rawHeaders: string[];
+  /** The same by lower-case name (no name is repeated in a plain head): IncomingMessage.headers. */
+  headers: Record<string, string>;
   /** The client allows the connection to stay open after the answer (HTTP/1.1 without Connection: close). */
   keepAlive: boolean;
 }
@@ -144,6 +146,7 @@ export class RequestHeadParsers {
 export class HeadReader {
   private target = '';
   private rawHeaders: string[] = [];
+  private headers: Record<string, string> | undefined;
   /** Bytes of the head so far, across chunks (request line and headers). */
   private headBytes = 0;
   private notPlain: string | undefined;
@@ -230,7 +233,8 @@ export class HeadReader {
       this.notPlain = why;
       return PAUSED;
     }
-    this.head = { method: PLAIN_METHODS.get(this.parsers.method(parser))!, target: this.target, rawHeaders: this.rawHeaders, keepAlive };
+    this.head = { method: PLAIN_METHODS.get(this.parsers.method(parser))!, target: this.target, rawHeaders: this.rawHeaders, headers: this.headers!, keepAlive };
+    this.headers = undefined;
     return OK;
   }
 
@@ -239,45 +243,42 @@ export class HeadReader {
     return this.head === undefined ? USER_ERROR : PAUSED;
   }
 
+  /** Why the head is not plain, or undefined with `this.headers` made. */
   private whyNotPlain(parser: number, upgrade: boolean): string | undefined {
     if (!PLAIN_METHODS.has(this.parsers.method(parser))) return 'the method may have a body';
     const { major, minor } = this.parsers.version(parser);
     if (major !== 1 || minor !== 1) return 'not HTTP/1.1';
     if (upgrade) return 'an upgrade';
-    const headers = this.rawHeaders;
-    if (headers.length / 2 > this.parsers.limits.maxHeaders) return 'more headers than node:http keeps';
-    let hosts = 0;
-    // Each test looks at the name's length before its letters.
-    for (let index = 0; index < headers.length; index += 2) {
-      const name = headers[index]!;
+    const raw = this.rawHeaders;
+    if (raw.length / 2 > this.parsers.limits.maxHeaders) return 'more headers than node:http keeps';
+    // (No prototype: a header named __proto__ or constructor is a header like any other.)
+    const headers: Record<string, string> = Object.create(null) as Record<string, string>;
+    for (let index = 0; index < raw.length; index += 2) {
+      const name = raw[index]!.toLowerCase();
       // llhttp's value runs to the line's end; node:http drops the whitespace at its end, as RFC 9112 §5 says.
-      const value = headers[index + 1]!;
+      let value = raw[index + 1]!;
       const last = value.charCodeAt(value.length - 1);
-      if (last === 0x20 || last === 0x09) headers[index + 1] = value.replace(TRAILING_WHITESPACE, '');
-      switch (name.length) {
-        case 4:
-          if (name.toLowerCase() === 'host') hosts++;
+      if (last === 0x20 || last === 0x09) raw[index + 1] = value = value.replace(TRAILING_WHITESPACE, '');
+      // node:http combines a repeated header by rules of its own (first one kept, or joined, or an
+      // array): not worth copying for the rare client that repeats one, so node:http reads those.
+      if (headers[name] !== undefined) return name === 'host' ? 'more than one Host' : name === 'content-length' ? 'a body (Content-Length)' : 'a repeated header';
+      switch (name) {
+        case 'expect':
+          return 'Expect';
+        case 'upgrade':
+          return 'Upgrade';
+        case 'transfer-encoding':
+          return 'a body (Transfer-Encoding)';
+        case 'content-length':
+          if (value !== '0') return 'a body (Content-Length)';
           break;
-        case 6:
-          if (name.toLowerCase() === 'expect') return 'Expect';
-          break;
-        case 7:
-          if (name.toLowerCase() === 'upgrade') return 'Upgrade';
-          break;
-        case 14:
-          if (name.toLowerCase() === 'content-length' && (headers[index + 1] !== '0' || this.hasLater(index, 'content-length'))) return 'a body (Content-Length)';
-          break;
-        case 17:
-          if (name.toLowerCase() === 'transfer-encoding') return 'a body (Transfer-Encoding)';
-          break;
+        case '__proto__':
+          return 'a header node:http cannot keep';
       }
+      headers[name] = value;
     }
-    if (hosts !== 1) return hosts === 0 ? 'no Host' : 'more than one Host';
+    if (headers.host === undefined) return 'no Host';
+    this.headers = headers;
     return undefined;
-  }
-
-  private hasLater(index: number, name: string): boolean {
-    for (let later = index + 2; later < this.rawHeaders.length; later += 2) if (this.rawHeaders[later]!.toLowerCase() === name) return true;
-    return false;
   }
 }

@@ -11,13 +11,13 @@ import { RequestHeadParsers, type HeadReading, type RequestHeadLimits } from '..
 const limits: RequestHeadLimits = { maxHeaderBytes: 1024, maxHeaders: 20 };
 
 /** What node:http made of one connection's bytes: its first request, or the error it refused them with. */
-type NodeReading = { request: { method: string; url: string; httpVersion: string; rawHeaders: string[] } } | { error: string } | { nothing: true };
+type NodeReading = { request: { method: string; url: string; httpVersion: string; rawHeaders: string[]; headers: http.IncomingHttpHeaders } } | { error: string } | { nothing: true };
 
 async function nodeServer(t: { teardown(fn: () => unknown): void }): Promise<(bytes: Buffer) => Promise<NodeReading>> {
   const readings = new Map<number, NodeReading>();
   const server = http.createServer({ maxHeaderSize: limits.maxHeaderBytes, insecureHTTPParser: false }, (request, response) => {
     if (!readings.has(request.socket.remotePort!)) {
-      readings.set(request.socket.remotePort!, { request: { method: request.method!, url: request.url!, httpVersion: request.httpVersion, rawHeaders: request.rawHeaders } });
+      readings.set(request.socket.remotePort!, { request: { method: request.method!, url: request.url!, httpVersion: request.httpVersion, rawHeaders: request.rawHeaders, headers: request.headers } });
     }
     request.resume();
     response.end('ok');
@@ -82,6 +82,7 @@ const corpus: { name: string; bytes: Buffer; plain: boolean }[] = [
   { name: 'a DELETE with Content-Length: 0', bytes: crlf('DELETE /placement/resource_providers/1 HTTP/1.1', 'Host: gateway', 'Content-Length: 0'), plain: true },
   { name: 'Connection: close', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'Connection: close'), plain: true },
   { name: 'names in mixed case', bytes: crlf('GET / HTTP/1.1', 'hOsT: gateway', 'x-AUTH-token: t'), plain: true },
+  { name: 'headers named like an object\'s own properties', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'Constructor: c', 'toString: s', 'hasOwnProperty: h'), plain: true },
   { name: 'an empty value', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X-Empty:'), plain: true },
   { name: 'a tab inside a value', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X-Tab: a\tb'), plain: true },
   { name: 'spaces around a value', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X-Spaces:   a b   '), plain: true },
@@ -114,6 +115,9 @@ const corpus: { name: string; bytes: Buffer; plain: boolean }[] = [
   { name: 'HTTP/1.0', bytes: crlf('GET / HTTP/1.0', 'Host: gateway'), plain: false },
   { name: 'HTTP/2.0 in an HTTP/1 head', bytes: crlf('GET / HTTP/2.0', 'Host: gateway'), plain: false },
   { name: 'no Host', bytes: crlf('GET / HTTP/1.1', 'Accept: */*'), plain: false },
+  { name: 'a repeated header', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X-Auth-Token: one', 'x-auth-token: two'), plain: false },
+  { name: 'a repeated Cookie', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'Cookie: a=1', 'Cookie: b=2'), plain: false },
+  { name: 'a header named __proto__', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', '__proto__: x'), plain: false },
   { name: 'two Hosts', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'Host: elsewhere'), plain: false },
   { name: 'Expect: 100-continue', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'Expect: 100-continue'), plain: false },
   { name: 'an upgrade', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'Connection: Upgrade', 'Upgrade: websocket'), plain: false },
@@ -137,7 +141,7 @@ t.test('whatever the reader calls plain, node:http reads the same way; the rest 
       t.ok('request' in node, `${name}: node:http read a request too (${JSON.stringify(node)})`);
       if ('request' in node) {
         t.same(
-          { method: ours.head.method, url: ours.head.target, httpVersion: '1.1', rawHeaders: ours.head.rawHeaders },
+          { method: ours.head.method, url: ours.head.target, httpVersion: '1.1', rawHeaders: ours.head.rawHeaders, headers: { ...ours.head.headers } },
           node.request,
           `${name}: the same method, target and headers as node:http`,
         );
@@ -176,7 +180,7 @@ t.test('pipelined requests are read one at a time, each with its own head', asyn
   t.teardown(() => reader.free());
   const both = Buffer.concat([first, second]);
   const one = reader.read(both);
-  t.match(one, { kind: 'plain', consumed: first.length, head: { method: 'GET', target: '/a', rawHeaders: ['Host', 'gateway', 'X-Auth-Token', 'one'], keepAlive: true } });
+  t.match(one, { kind: 'plain', consumed: first.length, head: { method: 'GET', target: '/a', rawHeaders: ['Host', 'gateway', 'X-Auth-Token', 'one'], headers: { host: 'gateway', 'x-auth-token': 'one' }, keepAlive: true } });
   const two = reader.read(both.subarray(first.length));
   t.match(two, { kind: 'plain', consumed: second.length, head: { method: 'HEAD', target: '/b', rawHeaders: ['Host', 'gateway', 'Connection', 'keep-alive'], keepAlive: true } });
   // A third that is not plain spends the reader: it stays "other" whatever comes next.
