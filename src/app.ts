@@ -52,6 +52,7 @@ import { ServiceMetrics } from './metrics/service-metrics.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
 import { compileValidator } from './http/schemas.ts';
 import { StalledConnections } from './http/stalled-connections.ts';
+import { RequestFront } from './http/front/request-front.ts';
 import { IdentityService } from './identity/identity-service.ts';
 import { IdentityRepository } from './identity/identity-repository.ts';
 import type { DomainIdentityConfigSource } from './identity/domain-identity-config.ts';
@@ -122,6 +123,8 @@ export interface Application extends IdentityApi {
   reloadIdentityPolicy(): Promise<boolean>;
   /** Every route of the identity API (tests apply security cases to each). */
   routes: RouteInfo[];
+  /** Cuts every client connection (a shutdown that ran out of time). */
+  closeAllConnections(): void;
   close(): Promise<void>;
 }
 
@@ -162,13 +165,27 @@ function createCredentialKeySource(config: Config, store: Store, log: FastifyBas
  */
 const IDENTITY_SEGMENTS: ReadonlySet<string> = new Set(['', 'v3', 'healthz', 'readyz', 'metrics', 'openapi.json', 'api-docs']);
 const IDENTITY_MOUNT = '/identity';
+/** node:http's maxHeadersCount when the server's is null. */
+const NODE_MAX_HEADERS_COUNT = 2000;
+
+/** The first segment of an origin-form target ('' for /, /?…). */
+function firstSegment(url: string): string {
+  const end = url.slice(1).search(/[/?]/);
+  return end === -1 ? url.slice(1) : url.slice(1, end + 1);
+}
+
+/** A plain request the request front may answer: an origin-form target on a service's path. */
+function frontTakes(target: string): boolean {
+  if (!target.startsWith('/')) return false; // absolute-form: node:http's, and the gateway refuses it there
+  const first = firstSegment(target);
+  return !IDENTITY_SEGMENTS.has(first) && first !== IDENTITY_MOUNT.slice(1);
+}
 
 /** Decides the face of a request; strips the /identity mount (remembering it for links). */
 function routeToGateway(request: http.IncomingMessage): boolean {
   const url = request.url ?? '/';
   if (!url.startsWith('/')) return true; // absolute-form targets: the gateway refuses them
-  const end = url.slice(1).search(/[/?]/);
-  const first = end === -1 ? url.slice(1) : url.slice(1, end + 1);
+  const first = firstSegment(url);
   if (IDENTITY_SEGMENTS.has(first)) return false;
   if (first === IDENTITY_MOUNT.slice(1)) {
     request.url = url.slice(IDENTITY_MOUNT.length) || '/';
@@ -224,6 +241,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     // framework work on the proxy path); /, /v3/… and /identity/v3/… go to the identity API.
     let gateway: Gateway | undefined;
     let stalledConnections: StalledConnections | undefined;
+    let requestFront: RequestFront | undefined;
     const server = Fastify({
       serverFactory: (identityHandler) => {
         const dispatch = (request: http.IncomingMessage, response: http.ServerResponse, expectsContinue: boolean): void => {
@@ -278,6 +296,19 @@ export async function buildApplication(config: Config, options: BuildOptions = {
           now: options.clock ? () => clock.now() : () => performance.now(),
         });
         startedParts.push(() => stalledConnections?.stop());
+        if (config.gatewayRequestFront) {
+          requestFront = new RequestFront(httpServer, {
+            limits: { maxHeaderBytes: config.maxHeaderBytes, maxHeaders: httpServer.maxHeadersCount ?? NODE_MAX_HEADERS_COUNT },
+            headersTimeoutMs: config.headersTimeoutMs,
+            keepAliveTimeoutMs: httpServer.keepAliveTimeout,
+            now: () => Date.now(),
+            takes: (head) => gateway !== undefined && frontTakes(head.target),
+            handle: (request, response) => {
+              if (draining) response.shouldKeepAlive = false;
+              gateway!.handle(request, response, false);
+            },
+          });
+        }
         return httpServer;
       },
       clientErrorHandler: answerClientError,
@@ -624,6 +655,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       policy: () => policy,
       reloadPolicy: () => policyReloader.reload(),
       reloadIdentityPolicy: () => identityPolicyReloader.reload(),
+      closeAllConnections() {
+        server.server.closeAllConnections();
+        requestFront?.closeAllConnections();
+      },
       async close() {
         draining = true;
         tokenProvider.stop();
@@ -636,7 +671,10 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         domainConfigs.stop();
         // A connection whose request finishes during the drain would keep the process until its
         // keep-alive timeout: close such connections as they become idle.
-        const closeIdle = setInterval(() => server.server.closeIdleConnections(), 100);
+        const closeIdle = setInterval(() => {
+          server.server.closeIdleConnections();
+          requestFront?.closeIdleConnections();
+        }, 100);
         try {
           await server.close();
         } finally {

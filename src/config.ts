@@ -76,6 +76,8 @@ export interface Config {
   metricsAllowedNetworks: string[];
   serviceTokenRoles: string[];
   gatewayServiceCatalogHeader: boolean;
+  /** GATEWAY_REQUEST_FRONT: plain gateway requests are read and answered by the request front (http/front/), the rest by node:http. */
+  gatewayRequestFront: boolean;
   /** GATEWAY_PUBLIC_CATALOG: clients' catalogs send them through the gateway (false: the registered catalog, as Keystone serves it). */
   gatewayPublicCatalog: boolean;
   policyDirectory: string;
@@ -658,6 +660,7 @@ export function loadConfig(env: Environment = process.env): Config {
     metricsAllowedNetworks: networks(env, 'METRICS_ALLOWED_NETWORKS', '127.0.0.0/8,::1'),
     serviceTokenRoles: (env.SERVICE_TOKEN_ROLES || 'service').split(',').map((role) => role.trim()).filter(Boolean),
     gatewayServiceCatalogHeader: booleanSetting(env, 'GATEWAY_SERVICE_CATALOG_HEADER', false),
+    gatewayRequestFront: booleanSetting(env, 'GATEWAY_REQUEST_FRONT', true),
     gatewayPublicCatalog: booleanSetting(env, 'GATEWAY_PUBLIC_CATALOG', true),
     policyDirectory: path.resolve(env.POLICY_DIR || path.join(projectRoot, 'policies')),
     identityPolicyDirectory: path.resolve(env.IDENTITY_POLICY_DIR || path.join(projectRoot, 'policies', 'identity')),

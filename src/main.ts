@@ -105,7 +105,7 @@ function printLoginHint(config: Config, result: BootstrapResult): void {
 async function drain(app: Application, config: Config, log: Logger): Promise<number> {
   const cutConnections = setTimeout(() => {
     log.warn({ timeoutMs: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time: closing their connections');
-    app.server.server.closeAllConnections();
+    app.closeAllConnections();
   }, config.shutdownTimeoutMs);
   // Something that hangs even then (an upstream that never answers) must not keep the process.
   const giveUp = setTimeout(() => {

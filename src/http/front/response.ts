@@ -57,7 +57,7 @@ export class FrontResponse implements ClientResponse {
   headersSent = false;
   destroyed = false;
   /** Headers set one by one (the gateway's own answers), in order, by lower-case name. */
-  private readonly setHeaders = new Map<string, [name: string, value: string]>();
+  private setHeaders: Map<string, [name: string, value: string]> | undefined;
   /** The head, made but not yet written (it goes with the first body bytes). */
   private head: string | undefined;
   private hasBody: boolean;
@@ -85,14 +85,14 @@ export class FrontResponse implements ClientResponse {
     if (this.headersSent) throw new Error('Cannot set headers after they are sent to the client');
     const text = String(value);
     checkHeader(name, text);
-    this.setHeaders.set(name.toLowerCase(), [name, text]);
+    (this.setHeaders ??= new Map()).set(name.toLowerCase(), [name, text]);
     return this;
   }
 
   writeHead(status: number, headers: string[]): this {
     if (this.headersSent) throw new Error('Cannot write headers after they are sent to the client');
     // Mixing the two would make node:http merge by name and lose repeated headers: the gateway never does.
-    if (this.setHeaders.size > 0) throw new Error('writeHead after setHeader is not supported by the request front');
+    if (this.setHeaders !== undefined) throw new Error('writeHead after setHeader is not supported by the request front');
     this.statusCode = status;
     this.makeHead(headers, undefined);
     return this;
@@ -197,7 +197,7 @@ export class FrontResponse implements ClientResponse {
 
   private flatSetHeaders(): string[] {
     const flat: string[] = [];
-    for (const [name, value] of this.setHeaders.values()) flat.push(name, value);
+    if (this.setHeaders) for (const [name, value] of this.setHeaders.values()) flat.push(name, value);
     return flat;
   }
 

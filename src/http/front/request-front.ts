@@ -1,0 +1,262 @@
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
+import type { ClientRequest } from '../../gateway/client-exchange.ts';
+import { RequestHeadParsers, type HeadReader, type RequestHead, type RequestHeadLimits } from './request-head.ts';
+import { FrontResponse } from './response.ts';
+
+/**
+ * The request front (docs/architecture.md, "The request front"): client connections reach it before
+ * node:http. A request it can answer cheaply — a plain GET, HEAD or DELETE (request-head.ts) whose
+ * head arrived whole, for a path `takes()` accepts — it hands to `handle` with a request and response
+ * of its own (no IncomingMessage, no ServerResponse, one read and one write per exchange). At the
+ * first request it cannot, it hands the connection to node:http with every byte it has read, and is
+ * done with it: bodies, Expect, upgrades, HTTP/1.0, the identity API, heads that come in pieces, and
+ * every malformed or ambiguous head keep node:http's handling, refusals included.
+ *
+ * It takes node:http's own 'connection' listener off the server and calls it for the connections it
+ * hands over, so the server still listens, counts and closes every connection; node:http's
+ * closeIdleConnections()/closeAllConnections() see only its own, and the front's are closed by the
+ * same-named methods here.
+ */
+
+export interface RequestFrontOptions {
+  limits: RequestHeadLimits;
+  /** How long a connection may wait for its first request (node:http's headersTimeout). */
+  headersTimeoutMs: number;
+  /** How long a connection may sit idle between requests (node:http's keepAliveTimeout). */
+  keepAliveTimeoutMs: number;
+  /** Wall-clock milliseconds, for the Date header. */
+  now: () => number;
+  /** Whether a plain request is the front's to answer (a gateway path), or node:http's. */
+  takes: (head: RequestHead) => boolean;
+  /** Answers a request the front took. */
+  handle: (request: ClientRequest, response: FrontResponse) => void;
+}
+
+/** What node adds to keepAliveTimeout for the timer it arms between requests (_http_server.js). */
+const KEEP_ALIVE_TIMEOUT_BUFFER_MS = 1000;
+
+export class RequestFront {
+  private readonly parsers: RequestHeadParsers;
+  private readonly connections = new Set<FrontConnection>();
+  private readonly nodeListener: (socket: Socket) => void;
+  private readonly listener = (socket: Socket): void => {
+    this.connections.add(new FrontConnection(this, socket));
+  };
+  private cachedDate = '';
+  private cachedSecond = -1;
+  /** The Date header's value, made once a second. */
+  readonly date = (): string => {
+    const now = this.options.now();
+    const second = Math.floor(now / 1000);
+    if (second !== this.cachedSecond) {
+      this.cachedSecond = second;
+      this.cachedDate = new Date(now).toUTCString();
+    }
+    return this.cachedDate;
+  };
+  readonly responseOptions: { keepAliveTimeoutSeconds: number; date: () => string };
+  /** The timer a connection has between requests, as node arms it (StalledConnections leaves such connections alone). */
+  readonly keepAliveWaitMs: number;
+
+  constructor(
+    readonly server: Server,
+    readonly options: RequestFrontOptions,
+  ) {
+    this.parsers = new RequestHeadParsers(options.limits);
+    this.responseOptions = { keepAliveTimeoutSeconds: Math.floor(options.keepAliveTimeoutMs / 1000), date: this.date };
+    this.keepAliveWaitMs = options.keepAliveTimeoutMs + KEEP_ALIVE_TIMEOUT_BUFFER_MS;
+    // node:http's connection listener is the first 'connection' listener (its constructor adds it).
+    const [nodeListener] = server.listeners('connection') as ((socket: Socket) => void)[];
+    if (!nodeListener) throw new Error('the server has no connection listener of node:http to hand connections to');
+    this.nodeListener = nodeListener;
+    server.off('connection', nodeListener);
+    server.prependListener('connection', this.listener);
+  }
+
+  /** Connections the front still holds. */
+  get size(): number {
+    return this.connections.size;
+  }
+
+  reader(): HeadReader {
+    return this.parsers.reader();
+  }
+
+  /** node:http takes the connection, with `bytes` read first. */
+  handOver(connection: FrontConnection, socket: Socket, bytes: Buffer | undefined): void {
+    this.connections.delete(connection);
+    if (bytes !== undefined && bytes.length > 0) socket.unshift(bytes);
+    this.nodeListener.call(this.server, socket);
+  }
+
+  forget(connection: FrontConnection): void {
+    this.connections.delete(connection);
+  }
+
+  /** Closes the connections waiting for a request (a draining server; node:http's closeIdleConnections()). */
+  closeIdleConnections(): void {
+    for (const connection of this.connections) connection.closeIfIdle();
+  }
+
+  /** Closes every connection the front holds, answers under way cut off. */
+  closeAllConnections(): void {
+    for (const connection of this.connections) connection.destroy();
+  }
+}
+
+/** One client connection while the front holds it. */
+class FrontConnection {
+  private readonly reader: HeadReader;
+  /** The answer under way (one at a time: bytes of a pipelined request wait in `waiting`). */
+  private response: FrontResponse | undefined;
+  private waiting: Buffer | undefined;
+  private done = false;
+  private readonly onData = (chunk: Buffer): void => this.read(chunk);
+  private readonly onDrain = (): void => this.response?.drained();
+  // The client half-closed. As node:http does (httpAllowHalfOpen false): the request under way is
+  // abandoned and the connection closed, so the gateway lets its upstream exchange go at once.
+  private readonly onEnd = (): void => {
+    if (this.response) this.destroy();
+    else this.finish(true);
+  };
+  private readonly onClose = (): void => {
+    this.finish(false);
+    this.response?.socketClosed();
+    this.response = undefined;
+  };
+  private readonly onTimeout = (): void => this.destroy();
+  private readonly responseEnded = (keepAlive: boolean): void => this.answered(keepAlive);
+
+  constructor(
+    private readonly front: RequestFront,
+    private readonly socket: Socket,
+  ) {
+    this.reader = front.reader();
+    socket.setTimeout(front.options.headersTimeoutMs);
+    socket.on('data', this.onData);
+    socket.on('drain', this.onDrain);
+    socket.on('end', this.onEnd);
+    socket.on('close', this.onClose);
+    socket.on('timeout', this.onTimeout);
+    socket.on('error', noop);
+  }
+
+  closeIfIdle(): void {
+    if (!this.response && this.waiting === undefined) this.destroy();
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  private read(chunk: Buffer): void {
+    if (this.response) {
+      // Pipelined behind the answer under way: read once it has ended.
+      this.waiting = this.waiting === undefined ? chunk : Buffer.concat([this.waiting, chunk]);
+      // A client that keeps sending without reading: stop reading it until the answer is out.
+      if (this.waiting.length > this.front.options.limits.maxHeaderBytes) this.socket.pause();
+      return;
+    }
+    const reading = this.reader.read(chunk);
+    if (reading.kind !== 'plain' || !this.front.options.takes(reading.head)) {
+      // Not the front's (or a head in pieces: node:http times such heads, and reads them whole).
+      this.handOver(chunk);
+      return;
+    }
+    const rest = reading.consumed < chunk.length ? chunk.subarray(reading.consumed) : undefined;
+    // (A socket's 'data' chunks are its own: a view on one outlives the read.)
+    if (rest !== undefined) this.waiting = rest;
+    this.socket.setTimeout(0);
+    const { head } = reading;
+    const response = new FrontResponse(this.socket, head.method === 'HEAD', head.keepAlive, this.front.responseOptions, this.responseEnded);
+    this.response = response;
+    this.front.options.handle(new FrontRequest(head, this.socket), response);
+  }
+
+  /** The answer has been written (or cut off): the next request, or the connection's end. */
+  private answered(keepAlive: boolean): void {
+    this.response = undefined;
+    if (this.done) return;
+    if (!keepAlive) {
+      this.finish(true);
+      return;
+    }
+    const waiting = this.waiting;
+    if (waiting === undefined) {
+      this.socket.setTimeout(this.front.keepAliveWaitMs);
+      return;
+    }
+    // Not from inside end(): its caller (the upstream's handler) is still at work.
+    this.waiting = undefined;
+    process.nextTick(() => {
+      if (this.done) return;
+      this.socket.resume();
+      this.read(waiting);
+    });
+  }
+
+  /** Every read is parsed whole or handed over: `chunk` is all the front has read and not answered. */
+  private handOver(chunk: Buffer): void {
+    this.detach();
+    this.front.handOver(this, this.socket, chunk);
+  }
+
+  /** The front is done with the connection: closed (`end`: after what is written), or gone. */
+  private finish(end: boolean): void {
+    if (this.done) return;
+    this.detach();
+    this.front.forget(this);
+    if (end) this.socket.end();
+  }
+
+  private detach(): void {
+    this.done = true;
+    const socket = this.socket;
+    socket.setTimeout(0);
+    socket.off('data', this.onData);
+    socket.off('drain', this.onDrain);
+    socket.off('end', this.onEnd);
+    socket.off('timeout', this.onTimeout);
+    socket.off('error', noop);
+    this.reader.free();
+    if (!this.response) socket.off('close', this.onClose);
+  }
+}
+
+/** A plain request as the gateway reads it (ClientRequest): no body, so its stream has ended before it is seen. */
+class FrontRequest implements ClientRequest {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: Record<string, string>;
+  readonly complete = true;
+  readonly readableEnded = true;
+  readonly destroyed = false;
+
+  constructor(
+    head: RequestHead,
+    readonly socket: Socket,
+  ) {
+    this.method = head.method;
+    this.url = head.target;
+    this.headers = head.headers;
+  }
+
+  pause(): this {
+    return this;
+  }
+  resume(): this {
+    return this;
+  }
+  on(): this {
+    return this;
+  }
+  off(): this {
+    return this;
+  }
+  once(): this {
+    return this;
+  }
+}
+
+function noop(): void {}

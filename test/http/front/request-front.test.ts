@@ -1,0 +1,239 @@
+import http from 'node:http';
+import net from 'node:net';
+import t from 'tap';
+import type { ClientRequest } from '../../../src/gateway/client-exchange.ts';
+import { RequestFront, type RequestFrontOptions } from '../../../src/http/front/request-front.ts';
+import type { FrontResponse } from '../../../src/http/front/response.ts';
+
+// The request front between the listening socket and node:http: which requests it answers itself,
+// which connections it hands over (with every byte it read), and what it owes a connection that
+// node:http would have given it (keep-alive, pipelining, a half-close, closing idle ones).
+
+interface Harness {
+  port: number;
+  front: RequestFront;
+  server: http.Server;
+  /** What each side answered: "front GET /svc/a" or "node POST /other body=…". */
+  seen: string[];
+  /** The front's responses, in order (a test may hold one open). */
+  responses: FrontResponse[];
+  /** The server's side of each connection, in the order accepted. */
+  sockets: net.Socket[];
+}
+
+async function harness(t: { teardown(fn: () => unknown): void }, options: Partial<RequestFrontOptions> & { hold?: (url: string) => boolean } = {}): Promise<Harness> {
+  const seen: string[] = [];
+  const responses: FrontResponse[] = [];
+  const server = http.createServer({ maxHeaderSize: 1024 }, (request, response) => {
+    let body = '';
+    request.setEncoding('latin1');
+    request.on('data', (chunk: string) => (body += chunk));
+    request.on('end', () => {
+      seen.push(`node ${request.method} ${request.url}${body ? ` body=${body}` : ''}`);
+      response.end(`node:${request.url}`);
+    });
+  });
+  server.keepAliveTimeout = 5000;
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: net.Socket) => {
+    seen.push(`node refused ${error.code}`);
+    socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+  });
+  const front = new RequestFront(server, {
+    limits: { maxHeaderBytes: 1024, maxHeaders: 100 },
+    headersTimeoutMs: 10_000,
+    keepAliveTimeoutMs: server.keepAliveTimeout,
+    now: () => Date.UTC(2026, 11, 1, 12, 0, 0),
+    takes: (head) => head.target.startsWith('/svc/'),
+    handle: (request: ClientRequest, response: FrontResponse) => {
+      seen.push(`front ${request.method} ${request.url} token=${request.headers['x-auth-token'] ?? ''}`);
+      responses.push(response);
+      if (options.hold?.(request.url!)) return;
+      response.writeHead(200, ['content-type', 'text/plain', 'content-length', String(`front:${request.url}`.length)]);
+      response.end(Buffer.from(`front:${request.url}`));
+    },
+    ...options,
+  });
+  const sockets: net.Socket[] = [];
+  server.on('connection', (socket: net.Socket) => sockets.push(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    front.closeAllConnections();
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { port: (server.address() as net.AddressInfo).port, front, server, seen, responses, sockets };
+}
+
+/** A client connection that collects what comes back; `until(n)` waits for n complete bodies' worth of text. */
+function connect(port: number) {
+  const socket = net.connect(port, '127.0.0.1');
+  let received = '';
+  let ended = false;
+  const waiters: (() => void)[] = [];
+  const wake = () => waiters.splice(0).forEach((waiter) => waiter());
+  socket.on('data', (chunk: Buffer) => {
+    received += chunk.toString('latin1');
+    wake();
+  });
+  socket.on('end', () => {
+    ended = true;
+    wake();
+  });
+  socket.on('error', () => undefined);
+  const until = (test: () => boolean) =>
+    new Promise<void>((resolve) => {
+      const check = () => (test() ? resolve() : waiters.push(check));
+      check();
+    });
+  return {
+    socket,
+    send: (text: string) => socket.write(Buffer.from(text, 'latin1')),
+    received: () => received,
+    ended: () => ended,
+    /** Waits until `count` responses have come whole (each of these has a Content-Length body). */
+    responses: (count: number) => until(() => (received.match(/\r\n\r\n(front|node):\S*/g) ?? []).length >= count || ended),
+    end: () => until(() => ended),
+  };
+}
+
+/** Turns of the event loop until `condition` holds (what it waits for comes over loopback). */
+async function waitFor(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setImmediate(resolve));
+}
+
+const get = (path: string, extra = '') => `GET ${path} HTTP/1.1\r\nHost: gateway\r\nX-Auth-Token: tok\r\n${extra}\r\n`;
+
+t.test('a plain request on a taken path is answered by the front; any other goes to node:http on the same listening socket', async (t) => {
+  const h = await harness(t);
+  const a = connect(h.port);
+  a.send(get('/svc/a'));
+  await a.responses(1);
+  t.match(a.received(), /^HTTP\/1\.1 200 OK\r\ncontent-type: text\/plain\r\ncontent-length: 12\r\nDate: Tue, 01 Dec 2026 12:00:00 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\nfront:\/svc\/a$/);
+  const b = connect(h.port);
+  b.send(get('/v3/auth/tokens'));
+  await b.responses(1);
+  t.match(b.received(), /\r\n\r\nnode:\/v3\/auth\/tokens$/);
+  t.same(h.seen, ['front GET /svc/a token=tok', 'node GET /v3/auth/tokens']);
+  a.socket.destroy();
+  b.socket.destroy();
+});
+
+t.test('a keep-alive connection: requests answered by the front until one is not plain; from then on node:http has the connection', async (t) => {
+  const h = await harness(t);
+  const c = connect(h.port);
+  c.send(get('/svc/1'));
+  await c.responses(1);
+  c.send(get('/svc/2'));
+  await c.responses(2);
+  t.equal(h.front.size, 1, 'the front holds the connection between requests');
+  c.send('POST /svc/3 HTTP/1.1\r\nHost: gateway\r\nContent-Length: 5\r\n\r\nhel');
+  c.send('lo');
+  await c.responses(3);
+  c.send(get('/svc/4'));
+  await c.responses(4);
+  t.same(h.seen, ['front GET /svc/1 token=tok', 'front GET /svc/2 token=tok', 'node POST /svc/3 body=hello', 'node GET /svc/4']);
+  t.equal(h.front.size, 0, 'handed over: no longer the front\'s');
+  c.socket.destroy();
+});
+
+t.test('pipelined requests are answered in order, the front\'s and then node:http\'s', async (t) => {
+  const h = await harness(t);
+  const c = connect(h.port);
+  c.send(get('/svc/1') + get('/svc/2') + 'DELETE /svc/3 HTTP/1.1\r\nHost: gateway\r\nContent-Length: 0\r\n\r\n' + 'PUT /svc/4 HTTP/1.1\r\nHost: gateway\r\nContent-Length: 1\r\n\r\nx' + get('/svc/5'));
+  await c.responses(5);
+  t.same(h.seen, ['front GET /svc/1 token=tok', 'front GET /svc/2 token=tok', 'front DELETE /svc/3 token=', 'node PUT /svc/4 body=x', 'node GET /svc/5']);
+  t.same(c.received().match(/(front|node):\/svc\/\d/g), ['front:/svc/1', 'front:/svc/2', 'front:/svc/3', 'node:/svc/4', 'node:/svc/5']);
+  c.socket.destroy();
+});
+
+t.test('the next pipelined request waits for the answer under way', async (t) => {
+  const h = await harness(t, { hold: (url) => url === '/svc/slow' });
+  const c = connect(h.port);
+  c.send(get('/svc/slow') + get('/svc/next'));
+  await waitFor(() => h.seen.length > 0 && h.sockets[0]!.bytesRead === Buffer.byteLength(get('/svc/slow') + get('/svc/next')));
+  await new Promise((resolve) => setImmediate(resolve));
+  t.same(h.seen, ['front GET /svc/slow token=tok'], 'not read while the first is unanswered');
+  const slow = h.responses[0]!;
+  slow.writeHead(200, ['content-length', '4']);
+  slow.end(Buffer.from('slow'));
+  await c.responses(1);
+  t.same(h.seen, ['front GET /svc/slow token=tok', 'front GET /svc/next token=tok']);
+  t.match(c.received(), /slow.*front:\/svc\/next$/s);
+  c.socket.destroy();
+});
+
+t.test('heads that are not the front\'s go to node:http with the bytes already read, refusals included', async (t) => {
+  const h = await harness(t);
+  const pieces = connect(h.port);
+  pieces.send('GET /svc/split HTTP/1.1\r\nHo');
+  await waitFor(() => h.sockets[0] !== undefined && h.sockets[0].bytesRead > 0);
+  pieces.send('st: gateway\r\n\r\n');
+  await pieces.responses(1);
+  const smuggling = connect(h.port);
+  smuggling.send('GET /svc/x HTTP/1.1\r\nHost: gateway\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n');
+  await smuggling.end();
+  const oversized = connect(h.port);
+  oversized.send(`GET /svc/big HTTP/1.1\r\nHost: gateway\r\nX-Big: ${'b'.repeat(2000)}\r\n\r\n`);
+  await oversized.end();
+  const old = connect(h.port);
+  old.send('GET /svc/old HTTP/1.0\r\nHost: gateway\r\n\r\n');
+  await old.end();
+  t.same(h.seen, ['node GET /svc/split', 'node refused HPE_INVALID_TRANSFER_ENCODING', 'node refused HPE_HEADER_OVERFLOW', 'node GET /svc/old']);
+  t.match(smuggling.received(), /^HTTP\/1\.1 400 /);
+  t.match(old.received(), /node:\/svc\/old$/);
+});
+
+t.test('Connection: close ends the connection after the answer', async (t) => {
+  const h = await harness(t);
+  const closing = connect(h.port);
+  closing.send(get('/svc/close', 'Connection: close\r\n'));
+  await closing.end();
+  t.match(closing.received(), /\r\nConnection: close\r\n\r\nfront:\/svc\/close$/);
+  t.equal(h.front.size, 0);
+});
+
+t.test('a client that half-closes while its answer is under way abandons it, as with node:http: the answer hears of it at once', async (t) => {
+  const h = await harness(t, { hold: (url) => url === '/svc/half' });
+  const halfClosed = connect(h.port);
+  halfClosed.send(get('/svc/half'));
+  await waitFor(() => h.responses.length === 1);
+  let closed = false;
+  h.responses[0]!.on('close', () => (closed = true));
+  halfClosed.socket.end();
+  await halfClosed.end();
+  await waitFor(() => closed);
+  t.equal(h.responses[0]!.destroyed, true);
+  t.equal(halfClosed.received(), '', 'nothing written');
+  t.equal(h.front.size, 0);
+  // Idle when it half-closes: closed at once.
+  const idle = connect(h.port);
+  idle.send(get('/svc/idle'));
+  await idle.responses(1);
+  idle.socket.end();
+  await idle.end();
+  t.match(idle.received(), /front:\/svc\/idle$/);
+});
+
+t.test('between requests a connection waits on node\'s keep-alive timer (which the stalled-connection sweep leaves alone); idle ones close on demand', async (t) => {
+  const h = await harness(t, { hold: (url) => url === '/svc/busy' });
+  const idle = connect(h.port);
+  idle.send(get('/svc/a'));
+  await idle.responses(1);
+  const busy = connect(h.port);
+  busy.send(get('/svc/busy'));
+  await waitFor(() => h.seen.length === 2);
+  t.equal(h.front.size, 2);
+  t.equal(h.sockets[0]!.timeout, h.server.keepAliveTimeout + 1000, "idle: node's keep-alive wait, which StalledConnections exempts");
+  t.equal(h.sockets[1]!.timeout, 0, 'answering: no timer');
+  h.front.closeIdleConnections();
+  await idle.end();
+  t.equal(h.front.size, 1, 'the busy one stays');
+  let closed = false;
+  h.responses[1]!.on('close', () => (closed = true));
+  h.front.closeAllConnections();
+  await busy.end();
+  await new Promise((resolve) => setImmediate(resolve));
+  t.ok(closed, "the answer under way hears that its client is gone");
+  t.equal(h.responses[1]!.destroyed, true);
+  t.equal(h.front.size, 0);
+});
