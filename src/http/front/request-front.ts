@@ -126,7 +126,7 @@ class FrontConnection {
     this.response = undefined;
   };
   private readonly onTimeout = (): void => this.destroy();
-  private readonly responseEnded = (keepAlive: boolean): void => this.answered(keepAlive);
+  private readonly responseEnded = (next: 'keep-alive' | 'close' | 'cut'): void => this.answered(next);
 
   constructor(
     private readonly front: RequestFront,
@@ -175,11 +175,12 @@ class FrontConnection {
   }
 
   /** The answer has been written (or cut off): the next request, or the connection's end. */
-  private answered(keepAlive: boolean): void {
+  private answered(next: 'keep-alive' | 'close' | 'cut'): void {
     this.response = undefined;
     if (this.done) return;
-    if (!keepAlive) {
-      this.finish(true);
+    if (next !== 'keep-alive') {
+      if (next === 'cut') this.destroy();
+      else this.finish(true);
       return;
     }
     const waiting = this.waiting;
@@ -199,15 +200,21 @@ class FrontConnection {
   /** Every read is parsed whole or handed over: `chunk` is all the front has read and not answered. */
   private handOver(chunk: Buffer): void {
     this.detach();
+    // node:http listens for errors from now on.
+    this.socket.off('error', noop);
     this.front.handOver(this, this.socket, chunk);
   }
 
-  /** The front is done with the connection: closed (`end`: after what is written), or gone. */
-  private finish(end: boolean): void {
+  /**
+   * The front is done with the connection: closed once what is written has gone (`close`, as node
+   * does after a last response: without waiting for the client's side), or gone already. Its error
+   * listener stays: a reset while the last bytes go must not become an uncaught 'error'.
+   */
+  private finish(close: boolean): void {
     if (this.done) return;
     this.detach();
     this.front.forget(this);
-    if (end) this.socket.end();
+    if (close) this.socket.destroySoon();
   }
 
   private detach(): void {
@@ -218,7 +225,6 @@ class FrontConnection {
     socket.off('drain', this.onDrain);
     socket.off('end', this.onEnd);
     socket.off('timeout', this.onTimeout);
-    socket.off('error', noop);
     this.reader.free();
     if (!this.response) socket.off('close', this.onClose);
   }

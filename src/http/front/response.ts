@@ -29,11 +29,13 @@ export interface FrontResponseOptions {
 }
 
 /**
- * How the response's end reaches its connection: whether the connection may carry another request.
- * Called from inside end() or destroy(), which the gateway calls from inside its upstream parser's
- * callbacks: the connection must not start its next request before that call has returned.
+ * How the response's end reaches its connection: 'keep-alive' (it may carry another request),
+ * 'close' (closed once what is written has gone), 'cut' (destroyed: the client must not take a cut
+ * answer for a whole one). Called from inside end() or destroy(), which the gateway calls from inside
+ * its upstream parser's callbacks: the connection must not start its next request before that call
+ * has returned.
  */
-export type ResponseEnded = (keepAlive: boolean) => void;
+export type ResponseEnded = (next: 'keep-alive' | 'close' | 'cut') => void;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
@@ -141,7 +143,7 @@ export class FrontResponse implements ClientResponse {
       process.nextTick(this.emitClose);
     }
     socket.uncork();
-    this.onEnded(!this.last);
+    this.onEnded(this.last ? 'close' : 'keep-alive');
     return this;
   }
 
@@ -151,7 +153,7 @@ export class FrontResponse implements ClientResponse {
     // Ended already: the bytes are the connection's, which may be carrying the next request by now.
     if (this.ended) return this;
     // The connection goes with it: the client must not take a cut answer for a whole one.
-    this.onEnded(false);
+    this.onEnded('cut');
     process.nextTick(this.emitClose);
     return this;
   }

@@ -237,3 +237,26 @@ t.test('between requests a connection waits on node\'s keep-alive timer (which t
   t.equal(h.responses[1]!.destroyed, true);
   t.equal(h.front.size, 0);
 });
+
+t.test('a connection the front closes keeps an error listener: a reset while its last bytes go is not an uncaught error', async (t) => {
+  const h = await harness(t);
+  const closing = connect(h.port);
+  closing.send(get('/svc/close', 'Connection: close\r\n'));
+  await closing.end();
+  t.doesNotThrow(() => h.sockets[0]!.emit('error', Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })));
+});
+
+t.test('an answer cut off mid-body cuts the connection: no keep-alive, no end of the chunked body', async (t) => {
+  const h = await harness(t, { hold: (url) => url === '/svc/cut' });
+  const c = connect(h.port);
+  c.send(get('/svc/cut'));
+  await waitFor(() => h.responses.length === 1);
+  const response = h.responses[0]!;
+  response.writeHead(200, ['content-type', 'text/plain']);
+  response.write(Buffer.from('partial'));
+  await waitFor(() => c.received().includes('partial'));
+  response.destroy();
+  await c.end();
+  t.match(c.received(), /Transfer-Encoding: chunked\r\n\r\n7\r\npartial\r\n$/, 'no last chunk');
+  t.equal(h.front.size, 0);
+});

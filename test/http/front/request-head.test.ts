@@ -107,6 +107,9 @@ const corpus: { name: string; bytes: Buffer; plain: boolean }[] = [
   { name: 'a bare CR in a value', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X-A: a\rb'), plain: false },
   { name: 'a space before the colon', bytes: crlf('GET / HTTP/1.1', 'Host : gateway'), plain: false },
   { name: 'a NUL in a value', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X-A: a\u0000b'), plain: false },
+  { name: 'a control character in a value', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X-A: a\u0001b'), plain: false },
+  { name: 'DEL in a value', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X-A: a\u007fb'), plain: false },
+  { name: 'DEL in a name', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X-\u007fA: b'), plain: false },
   { name: 'a header name that is not a token', bytes: crlf('GET / HTTP/1.1', 'Host: gateway', 'X@A: b'), plain: false },
   { name: 'whitespace before the first header', bytes: crlf('GET / HTTP/1.1', ' Host: gateway'), plain: false },
   // llhttp takes it, in node:http as here (and reads the same target).
