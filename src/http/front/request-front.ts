@@ -87,6 +87,9 @@ export class RequestFront {
   handOver(connection: FrontConnection, socket: Socket, bytes: Buffer | undefined): void {
     this.connections.delete(connection);
     if (bytes !== undefined && bytes.length > 0) socket.unshift(bytes);
+    // Flowing again if the front had paused it (a client pipelining ahead): node:http's listener
+    // attaches before the unshifted bytes flow, on the next tick.
+    socket.resume();
     this.nodeListener.call(this.server, socket);
   }
 
@@ -122,6 +125,7 @@ class FrontConnection {
   };
   private readonly onClose = (): void => {
     this.finish(false);
+    this.front.forget(this);
     this.response?.socketClosed();
     this.response = undefined;
   };
@@ -142,8 +146,9 @@ class FrontConnection {
     socket.on('error', noop);
   }
 
+  /** Closes the connection if it waits for a request (one closing after its last answer goes on: closeAllConnections cuts it). */
   closeIfIdle(): void {
-    if (!this.response && this.waiting === undefined) this.destroy();
+    if (!this.done && !this.response && this.waiting === undefined) this.destroy();
   }
 
   destroy(): void {
@@ -151,14 +156,17 @@ class FrontConnection {
   }
 
   private read(chunk: Buffer): void {
+    const limit = this.front.options.limits.maxHeaderBytes;
     if (this.response) {
-      // Pipelined behind the answer under way: read once it has ended.
+      // Pipelined behind the answer under way: read once it has ended. A client that sends more
+      // than a head's worth meanwhile is not read on (and is node:http's after this answer).
       this.waiting = this.waiting === undefined ? chunk : Buffer.concat([this.waiting, chunk]);
-      // A client that keeps sending without reading: stop reading it until the answer is out.
-      if (this.waiting.length > this.front.options.limits.maxHeaderBytes) this.socket.pause();
+      if (this.waiting.length > limit) this.socket.pause();
       return;
     }
-    const reading = this.reader.read(chunk);
+    // llhttp sees at most a head's worth: a plain head is no longer, and the rest of a large read
+    // (pipelined requests, a body) is not copied into its memory for nothing.
+    const reading = this.reader.read(chunk.length > limit + 1 ? chunk.subarray(0, limit + 1) : chunk);
     if (reading.kind !== 'plain' || !this.front.options.takes(reading.head)) {
       // Not the front's (or a head in pieces: node:http times such heads, and reads them whole).
       this.handOver(chunk);
@@ -192,6 +200,12 @@ class FrontConnection {
     this.waiting = undefined;
     process.nextTick(() => {
       if (this.done) return;
+      // More pipelined than one head's worth: node:http, which reads such a client at its own pace,
+      // takes the connection (the socket stays paused until node reads it).
+      if (waiting.length > this.front.options.limits.maxHeaderBytes) {
+        this.handOver(waiting);
+        return;
+      }
       this.socket.resume();
       this.read(waiting);
     });
@@ -200,20 +214,21 @@ class FrontConnection {
   /** Every read is parsed whole or handed over: `chunk` is all the front has read and not answered. */
   private handOver(chunk: Buffer): void {
     this.detach();
-    // node:http listens for errors from now on.
+    // node:http listens for errors and the close from now on.
+    this.socket.off('close', this.onClose);
     this.socket.off('error', noop);
     this.front.handOver(this, this.socket, chunk);
   }
 
   /**
-   * The front is done with the connection: closed once what is written has gone (`close`, as node
-   * does after a last response: without waiting for the client's side), or gone already. Its error
-   * listener stays: a reset while the last bytes go must not become an uncaught 'error'.
+   * The front reads no more of the connection: closed once what is written has gone (`close`, as
+   * node does after a last response: without waiting for the client's side), or gone already. It
+   * stays the front's until its 'close' (closeAllConnections cuts a client that does not read its last
+   * answer), and its error listener stays: a reset while the last bytes go is not an uncaught 'error'.
    */
   private finish(close: boolean): void {
     if (this.done) return;
     this.detach();
-    this.front.forget(this);
     if (close) this.socket.destroySoon();
   }
 
@@ -226,7 +241,6 @@ class FrontConnection {
     socket.off('end', this.onEnd);
     socket.off('timeout', this.onTimeout);
     this.reader.free();
-    if (!this.response) socket.off('close', this.onClose);
   }
 }
 

@@ -260,3 +260,44 @@ t.test('an answer cut off mid-body cuts the connection: no keep-alive, no end of
   t.match(c.received(), /Transfer-Encoding: chunked\r\n\r\n7\r\npartial\r\n$/, 'no last chunk');
   t.equal(h.front.size, 0);
 });
+
+t.test('a client that pipelines more than a head\'s worth behind an answer under way is node:http\'s after it; nothing is lost', async (t) => {
+  const h = await harness(t, { hold: (url) => url === '/svc/slow' });
+  const c = connect(h.port);
+  const flood = Array.from({ length: 200 }, (_, index) => get(`/svc/p${index}`)).join('');
+  t.ok(flood.length > 1024 * 4, 'several heads\' worth');
+  c.send(get('/svc/slow'));
+  await waitFor(() => h.responses.length === 1);
+  c.send(flood);
+  await waitFor(() => h.sockets[0]!.isPaused());
+  t.ok(h.sockets[0]!.bytesRead < Buffer.byteLength(get('/svc/slow')) + flood.length + 65_536 * 2, 'not read on without bound');
+  const slow = h.responses[0]!;
+  slow.writeHead(200, ['content-length', '4']);
+  slow.end(Buffer.from('slow'));
+  await c.responses(201);
+  t.equal(h.seen.length, 201);
+  t.same(h.seen.slice(1, 3), ['node GET /svc/p0', 'node GET /svc/p1'], 'node:http answers the rest');
+  t.equal(h.seen.at(-1), 'node GET /svc/p199');
+  t.equal(h.front.size, 0);
+  c.socket.destroy();
+});
+
+t.test('a connection closing after its last answer stays the front\'s until it has closed: closeAllConnections cuts a client that does not read it', async (t) => {
+  const h = await harness(t, { hold: (url) => url === '/svc/big' });
+  const c = connect(h.port);
+  c.socket.pause();
+  c.send(get('/svc/big', 'Connection: close\r\n'));
+  await waitFor(() => h.responses.length === 1);
+  const big = h.responses[0]!;
+  big.writeHead(200, ['content-length', String(32 * 1024 * 1024)]);
+  big.end(Buffer.alloc(32 * 1024 * 1024, 'x'));
+  await new Promise((resolve) => setImmediate(resolve));
+  t.equal(h.front.size, 1, 'still held while its last bytes wait');
+  h.front.closeIdleConnections();
+  t.equal(h.sockets[0]!.destroyed, false, 'not idle: closeIdleConnections leaves it');
+  h.front.closeAllConnections();
+  await waitFor(() => h.sockets[0]!.destroyed);
+  await waitFor(() => h.front.size === 0);
+  t.pass('cut, and forgotten once closed');
+  c.socket.destroy();
+});
