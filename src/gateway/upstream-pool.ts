@@ -1,7 +1,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import type { RequestBody } from './client-exchange.ts';
-import { errorReason, instantiateLlhttp, OK, PAUSED, SKIP_BODY, TYPE_RESPONSE, USER_ERROR, type LlhttpExports } from '../http/llhttp.ts';
+import { errorReason, instantiateLlhttp, OK, PAUSED, SKIP_BODY, TYPE_RESPONSE, USER_ERROR, LlhttpInput, type LlhttpExports } from '../http/llhttp.ts';
 
 /**
  * The gateway's HTTP/1.1 client for upstreams: keep-alive connections per upstream origin, requests
@@ -137,7 +137,7 @@ export class ResponseParsers {
   private current: UpstreamConnection | null = null;
   private chunk: Buffer | null = null;
   private input = 0;
-  private inputSize = 0;
+  private readonly inputBuffer: LlhttpInput;
   /**
    * The chunk being parsed as text, from the first header byte llhttp reported in it (`decodedFrom`,
    * -1 until then) for at most HEADER_TEXT_WINDOW bytes: decoded once per chunk, each name and value
@@ -169,6 +169,7 @@ export class ResponseParsers {
       wasm_on_body: (_parser, at, length) => this.current!.onBody(this.chunk!.subarray(at - this.input, at - this.input + length)),
       wasm_on_message_complete: () => this.current!.onMessageComplete(),
     });
+    this.inputBuffer = new LlhttpInput(this.llhttp);
   }
 
   alloc(): number {
@@ -184,12 +185,7 @@ export class ResponseParsers {
     const llhttp = this.llhttp;
     // One shared instance: a callback that fed another connection from inside would corrupt both.
     if (this.current) throw new Error('llhttp is already executing for another connection');
-    if (chunk.length > this.inputSize) {
-      if (this.input) llhttp.free(this.input);
-      this.inputSize = Math.ceil(chunk.length / 4096) * 4096;
-      this.input = llhttp.malloc(this.inputSize);
-    }
-    new Uint8Array(llhttp.memory.buffer, this.input, chunk.length).set(chunk);
+    this.input = this.inputBuffer.copy(chunk);
     this.current = connection;
     this.chunk = chunk;
     this.decodedFrom = -1;

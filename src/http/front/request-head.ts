@@ -1,4 +1,4 @@
-import { errorReason, instantiateLlhttp, OK, PAUSED, TYPE_REQUEST, USER_ERROR, type LlhttpExports } from '../llhttp.ts';
+import { errorReason, instantiateLlhttp, OK, PAUSED, TYPE_REQUEST, USER_ERROR, LlhttpInput, type LlhttpExports } from '../llhttp.ts';
 
 /**
  * Reads a connection's request heads with llhttp in request mode, for the request front
@@ -62,7 +62,7 @@ export class RequestHeadParsers {
   private current: HeadReader | null = null;
   private chunk: Buffer | null = null;
   private input = 0;
-  private inputSize = 0;
+  private readonly inputBuffer: LlhttpInput;
   /** The chunk decoded as text from the first span llhttp reported in it (-1: not yet), as in the response parser. */
   private decoded = '';
   private decodedFrom = -1;
@@ -89,6 +89,7 @@ export class RequestHeadParsers {
       wasm_on_body: () => USER_ERROR,
       wasm_on_message_complete: () => this.current!.onMessageComplete(),
     });
+    this.inputBuffer = new LlhttpInput(this.llhttp);
   }
 
   reader(): HeadReader {
@@ -99,12 +100,7 @@ export class RequestHeadParsers {
   execute(reader: HeadReader, chunk: Buffer): { code: number; stoppedAt: number } {
     const llhttp = this.llhttp;
     if (this.current) throw new Error('llhttp is already executing for another connection');
-    if (chunk.length > this.inputSize) {
-      if (this.input) llhttp.free(this.input);
-      this.inputSize = Math.ceil(chunk.length / 4096) * 4096;
-      this.input = llhttp.malloc(this.inputSize);
-    }
-    new Uint8Array(llhttp.memory.buffer, this.input, chunk.length).set(chunk);
+    this.input = this.inputBuffer.copy(chunk);
     this.current = reader;
     this.chunk = chunk;
     this.decodedFrom = -1;
@@ -251,8 +247,9 @@ export class HeadReader {
     if (upgrade) return 'an upgrade';
     const raw = this.rawHeaders;
     if (raw.length / 2 > this.parsers.limits.maxHeaders) return 'more headers than node:http keeps';
-    // (No prototype: a header named __proto__ or constructor is a header like any other.)
-    const headers: Record<string, string> = Object.create(null) as Record<string, string>;
+    // A plain object, as node's: V8 keeps it in fast mode (a prototype-less one is a dictionary, and
+    // every read of it a megamorphic load). A name like constructor is an own property once set.
+    const headers: Record<string, string> = {};
     for (let index = 0; index < raw.length; index += 2) {
       const name = raw[index]!.toLowerCase();
       // llhttp's value runs to the line's end; node:http drops the whitespace at its end, as RFC 9112 §5 says.
@@ -261,7 +258,7 @@ export class HeadReader {
       if (last === 0x20 || last === 0x09) raw[index + 1] = value = value.replace(TRAILING_WHITESPACE, '');
       // node:http combines a repeated header by rules of its own (first one kept, or joined, or an
       // array): not worth copying for the rare client that repeats one, so node:http reads those.
-      if (headers[name] !== undefined) return name === 'host' ? 'more than one Host' : name === 'content-length' ? 'a body (Content-Length)' : 'a repeated header';
+      if (typeof headers[name] === 'string') return name === 'host' ? 'more than one Host' : name === 'content-length' ? 'a body (Content-Length)' : 'a repeated header';
       switch (name) {
         case 'expect':
           return 'Expect';
