@@ -45,6 +45,12 @@ export interface ClientResponse {
   setHeader(name: string, value: string | number): unknown;
   /** The head with a flat [name, value, …] list (repeated names kept apart). Throws for a header it will not send. */
   writeHead(status: number, headers: string[]): unknown;
+  /**
+   * writeHead, where the first `checked` entries are known to be sendable (names tokens, values
+   * without control characters but tab) and are not tested again. The request front's; node:http's
+   * response has none (its writeHead would take a third argument for the headers).
+   */
+  writeCheckedHead?(status: number, headers: string[], checked: number): unknown;
   /** false: the client's socket is full; 'drain' follows. */
   write(chunk: Buffer): boolean;
   end(chunk?: Buffer | string): unknown;

@@ -224,16 +224,25 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
   onHeaders(statusCode: number, upstreamHeaders: string[], resume: () => void): boolean {
     this.resumeUpstream = resume;
     const headers: string[] = this.ourHeaders;
+    // Ours, and the upstream's as llhttp read them (a name that is not a token, or a value with a
+    // control character other than tab, fails the response), are sendable as they are; from a
+    // rewritten Location on, the response tests them (ClientResponse.writeHead).
+    let checked = -1;
     for (let index = 0; index < upstreamHeaders.length; index += 2) {
       const name = upstreamHeaders[index]!.toLowerCase();
       if (RESPONSE_HOP_BY_HOP.has(name)) continue;
       const value = upstreamHeaders[index + 1]!;
       // (llhttp has checked it is digits, and refused a response with two that differ.)
       if (name === 'content-length') this.bodyLeft = Number(value);
-      headers.push(name, name === 'location' ? this.rewriteLocation(value) : value);
+      if (name === 'location') {
+        if (checked < 0) checked = headers.length;
+        headers.push(name, this.rewriteLocation(value));
+      } else headers.push(name, value);
     }
     try {
-      this.response.writeHead(statusCode, headers);
+      const response = this.response;
+      if (response.writeCheckedHead) response.writeCheckedHead(statusCode, headers, checked < 0 ? headers.length : checked);
+      else response.writeHead(statusCode, headers);
     } catch (error) {
       // Headers Node refuses to send: a failure of ours, not of the upstream. writeHead has already
       // taken the upstream's status line (and for 204/304 that there is no body), so no clean 500

@@ -52,6 +52,10 @@ t.test('allowed requests reach the internal endpoint with exactly our identity h
   t.notOk(post.headers['transfer-encoding']);
   t.equal(post.body, '{"a":"b"} ');
   t.equal(created.headers.location, `${PUBLIC_URL}/echo/v1/${w.projectId}/things/thing-1`, 'Location points at the public gateway URL');
+  // The same on a plain GET (the request front's response, when it is on).
+  const redirected = await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things/redirect`, headers: { 'x-auth-token': w.reader } });
+  t.equal(redirected.status, 302);
+  t.equal(redirected.headers.location, `${PUBLIC_URL}/echo/v1/${w.projectId}/things/thing-1`, "a GET's Location too");
 });
 
 t.test('upstream failures: slow is 504, down is 502', async (t) => {

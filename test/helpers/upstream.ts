@@ -23,7 +23,8 @@ export interface EchoUpstream {
 
 /**
  * A real HTTP service for the gateway to forward to: it records each request and answers with a
- * JSON echo of it. POST /things answers 201 with an absolute Location on its own address.
+ * JSON echo of it. POST /things answers 201 with an absolute Location on its own address, a GET of
+ * …/redirect 302 with one.
  */
 export async function startEchoUpstream(port = 0): Promise<EchoUpstream> {
   const received: ReceivedRequest[] = [];
@@ -40,6 +41,9 @@ export async function startEchoUpstream(port = 0): Promise<EchoUpstream> {
         if (request.method === 'POST' && request.url?.endsWith('/things')) {
           headers.location = `http://127.0.0.1:${boundPort}${request.url}/thing-1`;
           response.writeHead(201, headers);
+        } else if (request.method === 'GET' && request.url?.endsWith('/redirect')) {
+          headers.location = `http://127.0.0.1:${boundPort}${request.url.replace(/\/redirect$/, '/thing-1')}`;
+          response.writeHead(302, headers);
         } else {
           response.writeHead(200, headers);
         }

@@ -92,11 +92,15 @@ export class FrontResponse implements ClientResponse {
   }
 
   writeHead(status: number, headers: string[]): this {
+    return this.writeCheckedHead(status, headers, 0);
+  }
+
+  writeCheckedHead(status: number, headers: string[], checked: number): this {
     if (this.headersSent) throw new Error('Cannot write headers after they are sent to the client');
     // Mixing the two would make node:http merge by name and lose repeated headers: the gateway never does.
     if (this.setHeaders !== undefined) throw new Error('writeHead after setHeader is not supported by the request front');
     this.statusCode = status;
-    this.makeHead(headers, undefined);
+    this.makeHead(headers, undefined, checked);
     return this;
   }
 
@@ -204,7 +208,7 @@ export class FrontResponse implements ClientResponse {
   }
 
   /** The head, as node:http's _storeHeader makes it. `wholeBodyLength`: end() brought the body before any head. */
-  private makeHead(headers: string[], wholeBodyLength: number | undefined): void {
+  private makeHead(headers: string[], wholeBodyLength: number | undefined, checked = 0): void {
     const status = this.statusCode;
     if (!(status >= 100 && status <= 999)) throw new RangeError(`Invalid status code: ${status}`);
     if (status === 204 || status === 304 || status < 200) this.hasBody = false;
@@ -215,7 +219,7 @@ export class FrontResponse implements ClientResponse {
     for (let index = 0; index < headers.length; index += 2) {
       const name = headers[index]!;
       const value = headers[index + 1]!;
-      checkHeader(name, value);
+      if (index >= checked) checkHeader(name, value);
       head += `${name}: ${value}\r\n`;
       switch (name.length) {
         case 4:

@@ -270,3 +270,14 @@ t.test('a full socket makes write() answer false; drained() calls the drain list
   t.equal(drains, 1);
   t.equal(response.write(Buffer.from('abc')), true);
 });
+
+t.test('writeCheckedHead tests the entries from `checked` on (the forwarder passes the upstream\'s, which llhttp has read strictly, as checked)', async (t) => {
+  const written: string[] = [];
+  const make = () => new FrontResponse({ write: (data) => (written.push(String(data)), true), cork() {}, uncork() {} }, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'D' }, () => undefined);
+  t.throws(() => make().writeCheckedHead(200, ['x-openstack-request-id', 'req-1', 'location', 'http://gateway/x\r\nSet-Cookie: a=1'], 2), { code: 'ERR_INVALID_CHAR' }, 'a rewritten Location past `checked` is tested');
+  t.throws(() => make().writeHead(200, ['x-ok', '1', 'bad name', 'x']), { code: 'ERR_INVALID_HTTP_TOKEN' }, 'by default every entry is');
+  const trusting = make();
+  trusting.writeCheckedHead(200, ['x-a', 'caf\u00e9', 'content-length', '0'], 4);
+  trusting.end();
+  t.match(written.join(''), /^HTTP\/1\.1 200 OK\r\nx-a: caf\u00e9\r\ncontent-length: 0\r\n/);
+});
