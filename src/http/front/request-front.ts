@@ -113,7 +113,9 @@ class FrontConnection {
   private readonly reader: HeadReader;
   /** The answer under way (one at a time: bytes of a pipelined request wait in `waiting`). */
   private response: FrontResponse | undefined;
-  private waiting: Buffer | undefined;
+  /** Bytes read behind the answer under way, in the order read (joined once, when it has ended). */
+  private waiting: Buffer[] | undefined;
+  private waitingBytes = 0;
   private done = false;
   private readonly onData = (chunk: Buffer): void => this.read(chunk);
   private readonly onDrain = (): void => this.response?.drained();
@@ -148,7 +150,8 @@ class FrontConnection {
 
   /** Closes the connection if it waits for a request (one closing after its last answer goes on: closeAllConnections cuts it). */
   closeIfIdle(): void {
-    if (!this.done && !this.response && this.waiting === undefined) this.destroy();
+    // (Not while the last answer's bytes still wait to be written: they would be lost.)
+    if (!this.done && !this.response && this.waiting === undefined && this.socket.writableLength === 0) this.destroy();
   }
 
   destroy(): void {
@@ -160,8 +163,9 @@ class FrontConnection {
     if (this.response) {
       // Pipelined behind the answer under way: read once it has ended. A client that sends more
       // than a head's worth meanwhile is not read on (and is node:http's after this answer).
-      this.waiting = this.waiting === undefined ? chunk : Buffer.concat([this.waiting, chunk]);
-      if (this.waiting.length > limit) this.socket.pause();
+      (this.waiting ??= []).push(chunk);
+      this.waitingBytes += chunk.length;
+      if (this.waitingBytes > limit) this.socket.pause();
       return;
     }
     // llhttp sees at most a head's worth: a plain head is no longer, and the rest of a large read
@@ -174,7 +178,10 @@ class FrontConnection {
     }
     const rest = reading.consumed < chunk.length ? chunk.subarray(reading.consumed) : undefined;
     // (A socket's 'data' chunks are its own: a view on one outlives the read.)
-    if (rest !== undefined) this.waiting = rest;
+    if (rest !== undefined) {
+      this.waiting = [rest];
+      this.waitingBytes = rest.length;
+    }
     this.socket.setTimeout(0);
     const { head } = reading;
     const response = new FrontResponse(this.socket, head.method === 'HEAD', head.keepAlive, this.front.responseOptions, this.responseEnded);
@@ -191,13 +198,14 @@ class FrontConnection {
       else this.finish(true);
       return;
     }
-    const waiting = this.waiting;
-    if (waiting === undefined) {
+    if (this.waiting === undefined) {
       this.socket.setTimeout(this.front.keepAliveWaitMs);
       return;
     }
-    // Not from inside end(): its caller (the upstream's handler) is still at work.
+    const waiting = this.waiting.length === 1 ? this.waiting[0]! : Buffer.concat(this.waiting, this.waitingBytes);
     this.waiting = undefined;
+    this.waitingBytes = 0;
+    // Not from inside end(): its caller (the upstream's handler) is still at work.
     process.nextTick(() => {
       if (this.done) return;
       // More pipelined than one head's worth: node:http, which reads such a client at its own pace,
@@ -229,7 +237,12 @@ class FrontConnection {
   private finish(close: boolean): void {
     if (this.done) return;
     this.detach();
-    if (close) this.socket.destroySoon();
+    if (close) {
+      // Nothing more is read: a client that sends on without reading its last answer then stalls,
+      // and is swept (StalledConnections), rather than being read and ignored for ever.
+      this.socket.pause();
+      this.socket.destroySoon();
+    }
   }
 
   private detach(): void {

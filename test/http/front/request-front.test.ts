@@ -293,11 +293,50 @@ t.test('a connection closing after its last answer stays the front\'s until it h
   big.end(Buffer.alloc(32 * 1024 * 1024, 'x'));
   await new Promise((resolve) => setImmediate(resolve));
   t.equal(h.front.size, 1, 'still held while its last bytes wait');
+  t.equal(h.sockets[0]!.isPaused(), true, 'and not read on: a client that sends on without reading stalls, and is swept');
   h.front.closeIdleConnections();
   t.equal(h.sockets[0]!.destroyed, false, 'not idle: closeIdleConnections leaves it');
   h.front.closeAllConnections();
   await waitFor(() => h.sockets[0]!.destroyed);
   await waitFor(() => h.front.size === 0);
   t.pass('cut, and forgotten once closed');
+  c.socket.destroy();
+});
+
+t.test('a keep-alive answer still being written is not cut by closeIdleConnections', async (t) => {
+  const h = await harness(t, { hold: (url) => url === '/svc/big' });
+  const c = connect(h.port);
+  c.socket.pause();
+  c.send(get('/svc/big'));
+  await waitFor(() => h.responses.length === 1);
+  h.responses[0]!.writeHead(200, ['content-length', String(32 * 1024 * 1024)]);
+  h.responses[0]!.end(Buffer.alloc(32 * 1024 * 1024, 'x'));
+  await new Promise((resolve) => setImmediate(resolve));
+  t.ok(h.sockets[0]!.writableLength > 0, 'bytes still wait to be written');
+  h.front.closeIdleConnections();
+  await new Promise((resolve) => setImmediate(resolve));
+  t.equal(h.sockets[0]!.destroyed, false, 'not idle yet');
+  h.front.closeAllConnections();
+  await waitFor(() => h.front.size === 0);
+  c.socket.destroy();
+});
+
+t.test('a pipelined request that arrives in many small pieces behind an answer is read whole, in order', async (t) => {
+  const h = await harness(t, { hold: (url) => url === '/svc/slow' });
+  const c = connect(h.port);
+  c.socket.setNoDelay(true);
+  c.send(get('/svc/slow'));
+  await waitFor(() => h.responses.length === 1);
+  const next = get('/svc/next');
+  let sent = Buffer.byteLength(get('/svc/slow'));
+  for (let at = 0; at < next.length; at += 7) {
+    c.send(next.slice(at, at + 7));
+    sent += Math.min(7, next.length - at);
+    await waitFor(() => h.sockets[0]!.bytesRead >= sent);
+  }
+  h.responses[0]!.writeHead(200, ['content-length', '4']);
+  h.responses[0]!.end(Buffer.from('slow'));
+  await c.responses(1);
+  t.same(h.seen, ['front GET /svc/slow token=tok', 'front GET /svc/next token=tok']);
   c.socket.destroy();
 });
