@@ -3,9 +3,9 @@ import type { IncomingHttpHeaders } from 'node:http';
 /**
  * What the gateway uses of a client's exchange: the request it reads and the response it writes.
  * node:http's IncomingMessage and ServerResponse have all of it, and are passed as they are (no
- * wrapper per request); the request front of our own (docs/architecture.md, "Planned") is to give
- * the gateway its own objects of these shapes for plain requests. Anything the gateway starts using
- * of node:http's objects must be added here, where the front will see that it owes it too.
+ * wrapper per request); the request front (http/front/, docs/architecture.md "The request front")
+ * gives the gateway its own objects of these shapes for plain requests. Anything the gateway starts
+ * using of node:http's objects must be added here, where the front sees that it owes it too.
  */
 
 /** A request body as the upstream client streams it (upstream-pool.ts): node:http's IncomingMessage. */

@@ -2,7 +2,7 @@ import { errorReason, instantiateLlhttp, OK, PAUSED, TYPE_REQUEST, USER_ERROR, L
 
 /**
  * Reads a connection's request heads with llhttp in request mode, for the request front
- * (docs/architecture.md, "a request front of our own"): the front answers a plain request itself and
+ * (docs/architecture.md, "The request front"): the front answers a plain request itself and
  * hands every other connection to node:http with the bytes it has read (`socket.unshift`). So this
  * reader says only two things for sure: "a plain request, here is its head", or "not mine". It never
  * refuses: a head llhttp finds malformed is "not mine" too, and node:http refuses it as it always has.
