@@ -2,8 +2,8 @@ import { STATUS_CODES } from 'node:http';
 import type { ClientResponse } from '../../gateway/client-exchange.ts';
 
 /**
- * The request front's response to a plain request (docs/architecture.md, "a request front of our
- * own"): what the gateway does with node:http's ServerResponse (gateway/client-exchange.ts), written
+ * The request front's response to a plain request (docs/architecture.md, "The request front"):
+ * what the gateway does with node:http's ServerResponse (gateway/client-exchange.ts), written
  * as node:http writes it, byte for byte but the Date (test/http/front/response.test.ts puts the two
  * side by side). Node's rules kept here:
  * - the head is made by writeHead (or the first write or end) and sent with the first body bytes;
