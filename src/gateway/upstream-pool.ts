@@ -1,7 +1,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import type { RequestBody } from './client-exchange.ts';
-import { errorReason, instantiateLlhttp, OK, PAUSED, SKIP_BODY, TYPE_RESPONSE, USER_ERROR, LlhttpInput, type LlhttpExports } from '../http/llhttp.ts';
+import { LlhttpRun, OK, PAUSED, SKIP_BODY, TYPE_RESPONSE, USER_ERROR } from '../http/llhttp.ts';
 
 /**
  * The gateway's HTTP/1.1 client for upstreams: keep-alive connections per upstream origin, requests
@@ -116,14 +116,12 @@ const KEEP_ALIVE_TIMEOUT = /timeout=(\d+)/i;
 /** Names whose value decides how a request is framed or where it goes: only dispatch() writes them. */
 const FRAMING: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding']);
 const EMPTY = Buffer.alloc(0);
-/** How much of a chunk is decoded at once for its header names and values (a longer head is read piece by piece). */
-const HEADER_TEXT_WINDOW = 8192;
 /** The most a plain connection reads at once (node's own read size). */
 const READ_BUFFER_BYTES = 65_536;
 
 /**
- * One llhttp WebAssembly instance, shared by every connection of a Forwarder. Its callbacks are
- * module-wide, so `execute` notes which connection and which chunk they belong to while it runs.
+ * One llhttp WebAssembly instance, shared by every connection of a Forwarder (http/llhttp.ts's
+ * LlhttpRun notes which connection and which chunk its callbacks belong to while it runs).
  */
 export class ResponseParsers {
   /**
@@ -133,94 +131,19 @@ export class ResponseParsers {
    * (bench/README.md). What must outlive the read (a body piece, bytes left while paused) is copied.
    */
   readonly readBuffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
-  private readonly llhttp: LlhttpExports;
-  private current: UpstreamConnection | null = null;
-  private chunk: Buffer | null = null;
-  private input = 0;
-  private readonly inputBuffer: LlhttpInput;
-  /**
-   * The chunk being parsed as text, from the first header byte llhttp reported in it (`decodedFrom`,
-   * -1 until then) for at most HEADER_TEXT_WINDOW bytes: decoded once per chunk, each name and value
-   * then a substring of it. A Buffer.toString() per name and per value was ten calls into C++ per
-   * response, more than all the rest of reading its head.
-   */
-  private decoded = '';
-  private decodedFrom = -1;
-
-  constructor() {
-    const text = (at: number, length: number): string => {
-      const chunk = this.chunk!;
-      const start = at - this.input;
-      if (this.decodedFrom < 0) {
-        this.decodedFrom = start;
-        this.decoded = chunk.toString('latin1', start, Math.min(chunk.length, start + HEADER_TEXT_WINDOW));
-      }
-      const from = start - this.decodedFrom;
-      if (from >= 0 && from + length <= this.decoded.length) return this.decoded.substring(from, from + length);
-      return chunk.toString('latin1', start, start + length);
-    };
-    this.llhttp = instantiateLlhttp({
-      wasm_on_url: () => OK,
-      wasm_on_status: () => OK,
-      wasm_on_message_begin: () => this.current!.onMessageBegin(),
-      wasm_on_header_field: (_parser, at, length) => this.current!.onHeaderField(text(at, length), length),
-      wasm_on_header_value: (_parser, at, length) => this.current!.onHeaderValue(text(at, length), length),
-      wasm_on_headers_complete: (_parser, status) => this.current!.onHeadersComplete(status),
-      wasm_on_body: (_parser, at, length) => this.current!.onBody(this.chunk!.subarray(at - this.input, at - this.input + length)),
-      wasm_on_message_complete: () => this.current!.onMessageComplete(),
-    });
-    this.inputBuffer = new LlhttpInput(this.llhttp);
-  }
-
-  alloc(): number {
-    return this.llhttp.llhttp_alloc(TYPE_RESPONSE);
-  }
-
-  free(parser: number): void {
-    this.llhttp.llhttp_free(parser);
-  }
-
-  /** Feeds a chunk; returns how many bytes were consumed and llhttp's answer. */
-  execute(connection: UpstreamConnection, chunk: Buffer): { code: number; consumed: number } {
-    const llhttp = this.llhttp;
-    // One shared instance: a callback that fed another connection from inside would corrupt both.
-    if (this.current) throw new Error('llhttp is already executing for another connection');
-    this.input = this.inputBuffer.copy(chunk);
-    this.current = connection;
-    this.chunk = chunk;
-    this.decodedFrom = -1;
-    let code: number;
-    try {
-      code = llhttp.llhttp_execute(connection.parser, this.input, chunk.length);
-    } finally {
-      this.current = null;
-      this.chunk = null;
-      this.decoded = '';
-    }
-    const consumed = code === OK ? chunk.length : llhttp.llhttp_get_error_pos(connection.parser) - this.input;
-    return { code, consumed };
-  }
-
-  /** The upstream closed its side: completes a response whose end is the connection's end. */
-  finish(connection: UpstreamConnection): number {
-    this.current = connection;
-    try {
-      return this.llhttp.llhttp_finish(connection.parser);
-    } finally {
-      this.current = null;
-    }
-  }
-
-  resume(parser: number): void {
-    this.llhttp.llhttp_resume(parser);
-  }
+  readonly run = new LlhttpRun<UpstreamConnection>(TYPE_RESPONSE, (run) => ({
+    wasm_on_url: () => OK,
+    wasm_on_status: () => OK,
+    wasm_on_message_begin: () => run.current!.onMessageBegin(),
+    wasm_on_header_field: (_parser, at, length) => run.current!.onHeaderField(run.text(at, length), length),
+    wasm_on_header_value: (_parser, at, length) => run.current!.onHeaderValue(run.text(at, length), length),
+    wasm_on_headers_complete: (_parser, status) => run.current!.onHeadersComplete(status),
+    wasm_on_body: (_parser, at, length) => run.current!.onBody(run.bytes(at, length)),
+    wasm_on_message_complete: () => run.current!.onMessageComplete(),
+  }));
 
   shouldKeepAlive(parser: number): boolean {
-    return this.llhttp.llhttp_should_keep_alive(parser) === 1;
-  }
-
-  reason(parser: number): string {
-    return errorReason(this.llhttp, parser, 'malformed response');
+    return this.run.llhttp.llhttp_should_keep_alive(parser) === 1;
   }
 }
 
@@ -480,7 +403,7 @@ class UpstreamConnection {
   ) {
     this.pending = first;
     this.keepAliveMs = pool.options.keepAliveTimeoutMs;
-    this.parser = pool.parsers.alloc();
+    this.parser = pool.parsers.run.alloc();
     // Half-open: an upstream's FIN must not close the socket before a paused exchange has read what it sent.
     // TCP keep-alive probes (as undici): an upstream host that vanished is noticed on an idle connection.
     const options = { host: pool.host, port: pool.port, noDelay: true, allowHalfOpen: true, keepAlive: true, keepAliveInitialDelay: 60_000 };
@@ -578,32 +501,32 @@ class UpstreamConnection {
       return;
     }
     this.receivedAny = true;
-    const parsers = this.pool.parsers;
-    let result: { code: number; consumed: number };
+    const run = this.pool.parsers.run;
+    let code: number;
     try {
-      result = parsers.execute(this, chunk);
+      code = run.execute(this, this.parser, chunk);
     } catch (error) {
       // A callback threw through llhttp: the parser is mid-message, the connection unusable.
       if (this.handler) this.end(error as Error);
       else this.socket.destroy();
       return;
     }
-    const { code, consumed } = result;
     if (code === OK) return;
+    const consumed = run.stoppedAt;
     if (code === PAUSED) {
       if (this.completedExchange) {
         this.finishExchange(consumed < chunk.length);
         return;
       }
       // Paused in the body (the client's socket is full): the rest waits for resume().
-      parsers.resume(this.parser);
+      run.resume(this.parser);
       this.paused = true;
       this.socket.pause();
       this.rest = consumed < chunk.length ? this.kept(chunk.subarray(consumed)) : EMPTY;
       return;
     }
     if (!this.handler) return; // the handler cut the exchange off from a callback
-    this.end(new UpstreamError('protocol', `The upstream's response is malformed: ${parsers.reason(this.parser)}`));
+    this.end(new UpstreamError('protocol', `The upstream's response is malformed: ${run.reason(this.parser, 'malformed response')}`));
   }
 
   /** Bytes of the chunk being read, as a buffer that outlives the read. */
@@ -634,7 +557,7 @@ class UpstreamConnection {
       return;
     }
     // The upstream closed its side: a response without a length ends here, anything else is cut.
-    this.pool.parsers.finish(this);
+    this.pool.parsers.run.finish(this, this.parser);
     if (this.completedExchange) this.finishExchange(false);
     else this.end(new UpstreamError('connect', 'The upstream closed the connection before its answer was complete'));
   }
@@ -643,7 +566,7 @@ class UpstreamConnection {
     clearTimeout(this.connectTimer);
     this.upload?.stop();
     this.upload = null;
-    this.pool.parsers.free(this.parser);
+    this.pool.parsers.run.free(this.parser);
     const handler = this.handler;
     const pending = this.pending;
     this.handler = null;
@@ -765,7 +688,7 @@ class UpstreamConnection {
     this.pending = null;
     this.upload?.stop();
     this.upload = null;
-    this.pool.parsers.resume(this.parser);
+    this.pool.parsers.run.resume(this.parser);
     const reusable = !trailingBytes && uploadDone && !this.ended && this.keepAliveMs > 0 && this.pool.parsers.shouldKeepAlive(this.parser) && !this.socket.destroyed;
     if (!reusable) this.socket.destroy();
     else if (this.paused) {

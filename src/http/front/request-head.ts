@@ -1,4 +1,4 @@
-import { errorReason, instantiateLlhttp, OK, PAUSED, TYPE_REQUEST, USER_ERROR, LlhttpInput, type LlhttpExports } from '../llhttp.ts';
+import { LlhttpRun, OK, PAUSED, TYPE_REQUEST, USER_ERROR } from '../llhttp.ts';
 
 /**
  * Reads a connection's request heads with llhttp in request mode, for the request front
@@ -50,91 +50,27 @@ const PLAIN_METHODS: ReadonlyMap<number, RequestHead['method']> = new Map([
   [2, 'HEAD'],
 ]);
 const TRAILING_WHITESPACE = /[ \t]+$/;
-/** How much of a chunk is decoded at once for the target and headers (a longer head is read piece by piece). */
-const TEXT_WINDOW = 8192;
 
 /**
- * One llhttp instance shared by the front's connections (its callbacks are module-wide, so `read`
- * notes which reader they belong to while it runs); each connection has a HeadReader of its own.
+ * One llhttp instance shared by the front's connections (http/llhttp.ts's LlhttpRun notes which
+ * reader its callbacks belong to while it runs); each connection has a HeadReader of its own.
  */
 export class RequestHeadParsers {
-  private readonly llhttp: LlhttpExports;
-  private current: HeadReader | null = null;
-  private chunk: Buffer | null = null;
-  private input = 0;
-  private readonly inputBuffer: LlhttpInput;
-  /** The chunk decoded as text from the first span llhttp reported in it (-1: not yet), as in the response parser. */
-  private decoded = '';
-  private decodedFrom = -1;
+  readonly run = new LlhttpRun<HeadReader>(TYPE_REQUEST, (run) => ({
+    wasm_on_message_begin: () => run.current!.onMessageBegin(),
+    wasm_on_url: (_parser, at, length) => run.current!.onTarget(run.text(at, length)),
+    wasm_on_status: () => USER_ERROR,
+    wasm_on_header_field: (_parser, at, length) => run.current!.onHeaderField(run.text(at, length)),
+    wasm_on_header_value: (_parser, at, length) => run.current!.onHeaderValue(run.text(at, length)),
+    wasm_on_headers_complete: (parser, _status, upgrade, keepAlive) => run.current!.onHeadersComplete(parser, upgrade === 1, keepAlive === 1),
+    wasm_on_body: () => USER_ERROR,
+    wasm_on_message_complete: () => run.current!.onMessageComplete(),
+  }));
 
-  constructor(readonly limits: RequestHeadLimits) {
-    const text = (at: number, length: number): string => {
-      const chunk = this.chunk!;
-      const start = at - this.input;
-      if (this.decodedFrom < 0) {
-        this.decodedFrom = start;
-        this.decoded = chunk.toString('latin1', start, Math.min(chunk.length, start + TEXT_WINDOW));
-      }
-      const from = start - this.decodedFrom;
-      if (from >= 0 && from + length <= this.decoded.length) return this.decoded.substring(from, from + length);
-      return chunk.toString('latin1', start, start + length);
-    };
-    this.llhttp = instantiateLlhttp({
-      wasm_on_message_begin: () => this.current!.onMessageBegin(),
-      wasm_on_url: (_parser, at, length) => this.current!.onTarget(text(at, length)),
-      wasm_on_status: () => USER_ERROR,
-      wasm_on_header_field: (_parser, at, length) => this.current!.onHeaderField(text(at, length)),
-      wasm_on_header_value: (_parser, at, length) => this.current!.onHeaderValue(text(at, length)),
-      wasm_on_headers_complete: (parser, _status, upgrade, keepAlive) => this.current!.onHeadersComplete(parser, upgrade === 1, keepAlive === 1),
-      wasm_on_body: () => USER_ERROR,
-      wasm_on_message_complete: () => this.current!.onMessageComplete(),
-    });
-    this.inputBuffer = new LlhttpInput(this.llhttp);
-  }
+  constructor(readonly limits: RequestHeadLimits) {}
 
   reader(): HeadReader {
-    return new HeadReader(this, this.llhttp.llhttp_alloc(TYPE_REQUEST));
-  }
-
-  /** Runs llhttp over the chunk for `reader`: its answer, and where it stopped. */
-  execute(reader: HeadReader, chunk: Buffer): { code: number; stoppedAt: number } {
-    const llhttp = this.llhttp;
-    if (this.current) throw new Error('llhttp is already executing for another connection');
-    this.input = this.inputBuffer.copy(chunk);
-    this.current = reader;
-    this.chunk = chunk;
-    this.decodedFrom = -1;
-    let code: number;
-    try {
-      code = llhttp.llhttp_execute(reader.parser, this.input, chunk.length);
-    } finally {
-      this.current = null;
-      this.chunk = null;
-      this.decoded = '';
-    }
-    const stoppedAt = code === OK ? chunk.length : llhttp.llhttp_get_error_pos(reader.parser) - this.input;
-    return { code, stoppedAt };
-  }
-
-  /** After a plain request: llhttp is paused at its end, and reads the next one from a clean state. */
-  resume(parser: number): void {
-    this.llhttp.llhttp_resume(parser);
-  }
-
-  reason(parser: number): string {
-    return errorReason(this.llhttp, parser, 'malformed request');
-  }
-
-  method(parser: number): number {
-    return this.llhttp.llhttp_get_method(parser);
-  }
-
-  version(parser: number): { major: number; minor: number } {
-    return { major: this.llhttp.llhttp_get_http_major(parser), minor: this.llhttp.llhttp_get_http_minor(parser) };
-  }
-
-  free(parser: number): void {
-    this.llhttp.llhttp_free(parser);
+    return new HeadReader(this, this.run.alloc());
   }
 }
 
@@ -162,7 +98,8 @@ export class HeadReader {
   read(chunk: Buffer): HeadReading {
     if (this.freed) throw new Error('the head reader was freed');
     if (this.notPlain !== undefined) return { kind: 'other', why: this.notPlain };
-    const { code, stoppedAt } = this.parsers.execute(this, chunk);
+    const run = this.parsers.run;
+    const code = run.execute(this, this.parser, chunk);
     if (code === OK) {
       // Nothing stopped it: the head goes on in the next chunk, unless it is already too large.
       if (this.head === undefined) {
@@ -173,22 +110,23 @@ export class HeadReader {
     }
     if (code === PAUSED && this.head !== undefined) {
       // Every chunk given starts inside the head (or at its start), so its size is exact here.
+      const stoppedAt = run.stoppedAt;
       if (this.headBytes + stoppedAt > this.parsers.limits.maxHeaderBytes) return this.refuse('the head is larger than MAX_HEADER_BYTES');
       const head = this.head;
       this.head = undefined;
       this.target = '';
       this.rawHeaders = [];
       this.headBytes = 0;
-      this.parsers.resume(this.parser);
+      run.resume(this.parser);
       return { kind: 'plain', head, consumed: stoppedAt };
     }
-    return this.refuse(this.notPlain ?? `malformed: ${this.parsers.reason(this.parser)}`);
+    return this.refuse(this.notPlain ?? `malformed: ${run.reason(this.parser, 'malformed request')}`);
   }
 
   free(): void {
     if (this.freed) return;
     this.freed = true;
-    this.parsers.free(this.parser);
+    this.parsers.run.free(this.parser);
   }
 
   private refuse(why: string): HeadReading {
@@ -229,7 +167,7 @@ export class HeadReader {
       this.notPlain = why;
       return PAUSED;
     }
-    this.head = { method: PLAIN_METHODS.get(this.parsers.method(parser))!, target: this.target, rawHeaders: this.rawHeaders, headers: this.headers!, keepAlive };
+    this.head = { method: PLAIN_METHODS.get(this.parsers.run.llhttp.llhttp_get_method(parser))!, target: this.target, rawHeaders: this.rawHeaders, headers: this.headers!, keepAlive };
     this.headers = undefined;
     return OK;
   }
@@ -241,9 +179,9 @@ export class HeadReader {
 
   /** Why the head is not plain, or undefined with `this.headers` made. */
   private whyNotPlain(parser: number, upgrade: boolean): string | undefined {
-    if (!PLAIN_METHODS.has(this.parsers.method(parser))) return 'the method may have a body';
-    const { major, minor } = this.parsers.version(parser);
-    if (major !== 1 || minor !== 1) return 'not HTTP/1.1';
+    const llhttp = this.parsers.run.llhttp;
+    if (!PLAIN_METHODS.has(llhttp.llhttp_get_method(parser))) return 'the method may have a body';
+    if (llhttp.llhttp_get_http_major(parser) !== 1 || llhttp.llhttp_get_http_minor(parser) !== 1) return 'not HTTP/1.1';
     if (upgrade) return 'an upgrade';
     const raw = this.rawHeaders;
     if (raw.length / 2 > this.parsers.limits.maxHeaders) return 'more headers than node:http keeps';
