@@ -42,6 +42,13 @@ const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** node:http's test of a Transfer-Encoding it frames itself. */
 const CHUNKED = /(?:^|\W)chunked(?:$|\W)/i;
 
+/**
+ * An answer whose head and body together are at most this long is written as one buffer: the head
+ * copied in front of the body costs less than the corked pair's writev (a stream buffer entry each,
+ * an array of chunks, the string flattened in C++) for the small bodies most answers have.
+ */
+const ONE_WRITE_BYTES = 16_384;
+
 /** Node's own errors for a header it will not send (ERR_INVALID_HTTP_TOKEN, ERR_INVALID_CHAR). */
 class InvalidHeaderError extends TypeError {
   constructor(
@@ -129,8 +136,10 @@ export class FrontResponse implements ClientResponse {
     const data = this.hasBody && body !== undefined && body.length > 0 ? body : undefined;
     // 'close' once the last bytes are written, as node:http's response emits it after 'finish': never
     // from inside end(), whose caller (the upstream's handler) has not yet marked its exchange done.
-    socket.cork();
+    // Several writes are corked into one writev; a single one goes as it is (corking it would only
+    // queue it in the stream's buffer first).
     if (this.chunked) {
+      socket.cork();
       if (head !== undefined) socket.write(head, 'latin1');
       if (data !== undefined) {
         socket.write(`${data.length.toString(16)}\r\n`, 'latin1');
@@ -138,15 +147,21 @@ export class FrontResponse implements ClientResponse {
         socket.write('\r\n', 'latin1');
       }
       socket.write('0\r\n\r\n', 'latin1', this.emitClose);
+      socket.uncork();
     } else if (data !== undefined) {
-      if (head !== undefined) socket.write(head, 'latin1');
-      socket.write(data, undefined, this.emitClose);
+      if (head === undefined) socket.write(data, undefined, this.emitClose);
+      else if (head.length + data.length <= ONE_WRITE_BYTES) socket.write(headAndBody(head, data), undefined, this.emitClose);
+      else {
+        socket.cork();
+        socket.write(head, 'latin1');
+        socket.write(data, undefined, this.emitClose);
+        socket.uncork();
+      }
     } else if (head !== undefined) {
       socket.write(head, 'latin1', this.emitClose);
     } else {
       process.nextTick(this.emitClose);
     }
-    socket.uncork();
     this.onEnded(this.last ? 'close' : 'keep-alive');
     return this;
   }
@@ -271,4 +286,12 @@ export class FrontResponse implements ClientResponse {
 function checkHeader(name: string, value: string): void {
   if (!TOKEN.test(name)) throw new InvalidHeaderError('ERR_INVALID_HTTP_TOKEN', `Header name must be a valid HTTP token ["${name}"]`);
   if (INVALID_VALUE.test(value)) throw new InvalidHeaderError('ERR_INVALID_CHAR', `Invalid character in header content ["${name}"]`);
+}
+
+/** The head (Latin-1 text) and the body in one buffer. */
+function headAndBody(head: string, body: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(head.length + body.length);
+  out.write(head, 0, 'latin1');
+  out.set(body, head.length);
+  return out;
 }
