@@ -163,10 +163,28 @@ function createCredentialKeySource(config: Config, store: Store, log: FastifyBas
  * First path segments that belong to the identity API and its operations, never to a service: a
  * service whose type is one of them cannot be reached through the gateway (docs/gateway.md).
  */
-const IDENTITY_SEGMENTS: ReadonlySet<string> = new Set(['', 'v3', 'healthz', 'readyz', 'metrics', 'openapi.json', 'api-docs']);
 const IDENTITY_MOUNT = '/identity';
 /** node:http's maxHeadersCount when the server's is null. */
 const NODE_MAX_HEADERS_COUNT = 2000;
+
+/**
+ * The first segments of the identity API's own paths (a switch, not a Set: the segment is cut out of
+ * each request afresh, and a Set lookup would internalize it; support/segments.ts).
+ */
+function isIdentitySegment(segment: string): boolean {
+  switch (segment) {
+    case '':
+    case 'v3':
+    case 'healthz':
+    case 'readyz':
+    case 'metrics':
+    case 'openapi.json':
+    case 'api-docs':
+      return true;
+    default:
+      return false;
+  }
+}
 
 /** The first segment of an origin-form target ('' for /, /?…). */
 function firstSegment(url: string): string {
@@ -178,7 +196,7 @@ function firstSegment(url: string): string {
 function frontTakes(target: string): boolean {
   if (!target.startsWith('/')) return false; // absolute-form: node:http's, and the gateway refuses it there
   const first = firstSegment(target);
-  return !IDENTITY_SEGMENTS.has(first) && first !== IDENTITY_MOUNT.slice(1);
+  return !isIdentitySegment(first) && first !== IDENTITY_MOUNT.slice(1);
 }
 
 /** Decides the face of a request; strips the /identity mount (remembering it for links). */
@@ -186,7 +204,7 @@ function routeToGateway(request: http.IncomingMessage): boolean {
   const url = request.url ?? '/';
   if (!url.startsWith('/')) return true; // absolute-form targets: the gateway refuses them
   const first = firstSegment(url);
-  if (IDENTITY_SEGMENTS.has(first)) return false;
+  if (isIdentitySegment(first)) return false;
   if (first === IDENTITY_MOUNT.slice(1)) {
     request.url = url.slice(IDENTITY_MOUNT.length) || '/';
     (request as { [MOUNT_PREFIX]?: string })[MOUNT_PREFIX] = IDENTITY_MOUNT;

@@ -56,7 +56,6 @@ export interface UpstreamDispatcher {
 /** Makes the keep-alive pool of one upstream origin (a parameter so tests can see what it is asked). */
 export type PoolFactory = (origin: string, options: UpstreamPoolOptions, parsers: ResponseParsers) => UpstreamDispatcher;
 
-const RESPONSE_HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'upgrade', 'trailer', 'te']);
 
 /**
  * Streams a request to an upstream and its response back, over keep-alive pools (one per upstream
@@ -230,7 +229,7 @@ class Exchange implements DeadlineEntry, UpstreamHandler {
     let checked = -1;
     for (let index = 0; index < upstreamHeaders.length; index += 2) {
       const name = upstreamHeaders[index]!.toLowerCase();
-      if (RESPONSE_HOP_BY_HOP.has(name)) continue;
+      if (isHopByHop(name)) continue;
       const value = upstreamHeaders[index + 1]!;
       // (llhttp has checked it is digits, and refused a response with two that differ.)
       if (name === 'content-length') this.bodyLeft = Number(value);
@@ -358,4 +357,24 @@ function ownFailure(error: Error): Error | undefined {
   if (error.code === 'closed') return new UnavailableError('The gateway is shutting down; retry the request.');
   if (error.code === 'invalid-request') return error;
   return undefined;
+}
+
+/**
+ * A response header that describes the upstream's connection, not the answer: never passed on.
+ * A switch, not a Set: the name is lower-cased afresh for each response, and a Set lookup would
+ * internalize it (support/segments.ts says what that costs).
+ */
+function isHopByHop(name: string): boolean {
+  switch (name) {
+    case 'connection':
+    case 'keep-alive':
+    case 'transfer-encoding':
+    case 'proxy-connection':
+    case 'upgrade':
+    case 'trailer':
+    case 'te':
+      return true;
+    default:
+      return false;
+  }
 }

@@ -1,4 +1,5 @@
 import { ValidationError } from '../support/errors.ts';
+import { splitSegments } from '../support/segments.ts';
 
 /**
  * The request target, canonicalised once. Policy is decided on `segments`, and `encodedPath` (the
@@ -50,7 +51,7 @@ export function canonicalizeTarget(target: string): CanonicalTarget {
   const canonical = PLAIN_PATH.test(rawPath) && !rawPath.includes('//') && !rawPath.includes('/.');
   if (!canonical && RAW_FORBIDDEN.test(rawPath)) throw invalid('it contains a character or encoding that is not allowed');
   if (CONTROL.test(query)) throw invalid('the query contains a control character');
-  if (canonical) return { segments: rawPath.length === 1 ? [] : rawPath.slice(1).split('/'), path: rawPath, encodedPath: rawPath, query };
+  if (canonical) return { segments: rawPath.length === 1 ? [] : splitSegments(rawPath, 1), path: rawPath, encodedPath: rawPath, query };
 
   const parts = rawPath.split('/');
   const trailingSlash = parts.length > 1 && parts[parts.length - 1] === '';

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type * as CasbinModule from 'casbin';
 import type { Assertion, Model } from 'casbin';
 import { GenerationCache } from '../support/cache.ts';
+import { splitSegments } from '../support/segments.ts';
 import { parseRuleFile, runPolicyFixtures } from './gateway-policy-files.ts';
 import type { GatewayPolicyOptions, PolicyDecision, PolicyExplanation, PolicyLine, PolicyMatch, PolicyRequest } from './gateway-policy-types.ts';
 import { compileTemplate, NodeIds, PathIndex, templateMatches, type OwnerSegment, type PathNode } from './path-template.ts';
@@ -317,7 +318,7 @@ function ownersMatch(owners: OwnerSegment[], segments: string[], request: Policy
 /** The candidate lines for the request's method and path shape; undefined when there are none. */
 function candidatesFor(service: ServicePolicy, request: PolicyRequest): Candidates | undefined {
   if (!request.path.startsWith('/')) return undefined;
-  const segments = request.path.slice(1).split('/');
+  const segments = splitSegments(request.path, 1);
   const index = service.byMethod.get(request.method) ?? service.otherMethods;
   const nodes = index.candidateNodes(segments);
   return nodes.length === 0 ? undefined : { segments, nodes, positions: undefined };
