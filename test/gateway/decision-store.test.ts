@@ -3,7 +3,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { DecisionStore } from '../../src/gateway/decision-store.ts';
 import { outcomeOf } from '../../src/gateway/outcome.ts';
-import { ProxiedRequest } from '../../src/gateway/proxied-request.ts';
+import { ProxiedRequest, type Authorization } from '../../src/gateway/proxied-request.ts';
 
 // The in-process ring: bounded, newest first, the time written when read.
 
@@ -165,4 +165,68 @@ t.test('with Redis: a burst of decisions goes in batches, and Redis holds them a
   t.equal(batches.length, before + 3);
   t.ok(batches.slice(before).every((batch) => used.has((batch as Buffer).buffer)), 'later batches reuse the buffers of earlier ones');
   t.same(warnings, []);
+});
+
+// The record sent to Redis is written from pieces (recordJson), not stringified whole: it must be
+// the very text JSON.stringify gives for the record the ring builds (what find() and latest()
+// answer here), for every shape a decision takes.
+t.test('with Redis: each record sent is the text JSON.stringify makes of the kept record', async (t) => {
+  const sent: Buffer[] = [];
+  const client = { eval: async (...args: unknown[]) => void sent.push(Buffer.from(args.at(-1) as Buffer)) } as never;
+  let now = Date.UTC(2026, 11, 1, 9, 0, 0, 123);
+  const clock = { now: () => now };
+  const withRedis = new DecisionStore({ kept: 100, clock, redis: { client, keyPrefix: 'k:', ttlSeconds: 60, log: { warn: () => {} } } });
+  const local = new DecisionStore({ kept: 100, clock });
+  const deny: Authorization = { allowed: false, reason: 'denied by rule', rule: 'p, *, *, /"x"\\/**, *, deny', source: undefined, line: undefined };
+  const shapes: ((request: ProxiedRequest) => void)[] = [
+    () => {},
+    (request) => (request.shadow = deny),
+    (request) => {
+      request.authorization = deny;
+      request.shadow = { allowed: true, reason: 'allowed' };
+    },
+    (request) => {
+      request.authorization = { allowed: false, reason: 'no rule allows' };
+      request.subject = { roles: [], scope: 'domain', userId: 'u\u00e9"\n' };
+    },
+    (request) => {
+      // Ended before any stage but canonicalise: no subject, no decision, a reason of the gateway's own.
+      request.authorization = undefined;
+      request.subject = undefined;
+      request.reason = 'The "request" you have made requires authentication.\\';
+    },
+    (request) => {
+      request.route = { target: { path: '/echo/' + 'x'.repeat(300) } as never, serviceType: 'echo', path: '/' + 'x'.repeat(300), encodedPath: '/' + 'x'.repeat(300) };
+    },
+    (request) => {
+      request.route = { target: { path: '/z\u00fcrich/a b' } as never, serviceType: 'z\u00fcrich', path: '/a b', encodedPath: '/a%20b' };
+    },
+    (request) => {
+      request.route = undefined;
+      request.authorization = undefined;
+      request.reason = 'not found';
+    },
+  ];
+  let count = 0;
+  for (const [index, shape] of shapes.entries()) {
+    for (const method of ['GET', 'PATCH', 'PROPFIND']) {
+      const request = proxied();
+      (request.request as { method: string }).method = method;
+      shape(request);
+      const outcome = outcomeOf(request, index === 4 ? 401 : 200 + index, 1.5);
+      if (index === 7) outcome.request_id = 'req-not-a-uuid"\u00e9';
+      withRedis.record(request, outcome);
+      local.record(request, outcome);
+      now += 1;
+      count++;
+    }
+  }
+  await withRedis.flush();
+  const lines = Buffer.concat(sent).toString('utf8').split('\n').filter((line) => line !== '');
+  t.equal(lines.length, 2 * count, 'an id line and a record line per decision');
+  const kept = (await local.latest(count)).reverse();
+  for (let index = 0; index < count; index++) {
+    t.equal(lines[2 * index], kept[index]!.decision.request_id);
+    t.equal(lines[2 * index + 1], JSON.stringify(kept[index]), `record ${index}`);
+  }
 });
