@@ -5,7 +5,7 @@ import type { ReplayableDecision } from '../policy/policy-replay.ts';
 import type { Clock } from '../support/clock.ts';
 import type { Outcome } from './outcome.ts';
 import type { Authorization, ProxiedRequest } from './proxied-request.ts';
-import { REQUEST_ID_BYTE_AT } from '../support/request-id.ts';
+import { REQUEST_ID_BYTE_AT, requestIdText } from '../support/request-id.ts';
 
 interface Logger {
   warn(object: object, message: string): void;
@@ -105,7 +105,7 @@ export class DecisionStore {
   private readonly authorizations: (Authorization | undefined)[];
   private readonly shadows: (Authorization | undefined)[];
   private readonly subjects: (PolicySubject | undefined)[];
-  /** A request id's text, copied here to be read as bytes (writeId), or written here to be read as text (readId). */
+  /** A request id's text, copied here to be read as bytes (writeId), or written here to be read as text (requestIdText). */
   private readonly idText = Buffer.alloc(ID_TEXT_LENGTH);
   /** recordJson's pieces, per object shared by many requests (one map per piece: an answer can be live for one request and the shadow's for another). */
   private readonly decidedFragments = new WeakMap<Authorization, string>();
@@ -195,7 +195,7 @@ export class DecisionStore {
     let length = 0;
     for (let step = Math.min(this.unsent, this.size); step >= 1; step--) {
       const slot = (this.next - step + this.size) % this.size;
-      const requestId = this.odd[slot] ?? readId(this.ids, slot * ID_BYTES, this.idText);
+      const requestId = this.odd[slot] ?? requestIdText(this.ids, slot * ID_BYTES, this.idText);
       if (requestId.includes('\n')) continue; // (none the gateway makes) would split wrong
       const lines = `${requestId}\n${this.recordJson(slot, requestId)}\n`;
       // At most three UTF-8 bytes per UTF-16 unit: room enough without measuring the text first.
@@ -253,7 +253,7 @@ export class DecisionStore {
     const effect = authorization ? (authorization.allowed ? 'allow' : 'deny') : null;
     const method = this.methods[slot]!;
     const decision: DecisionRecord = {
-      request_id: this.odd[slot] ?? readId(this.ids, slot * ID_BYTES, this.idText),
+      request_id: this.odd[slot] ?? requestIdText(this.ids, slot * ID_BYTES, this.idText),
       time: '',
       service: this.services[slot] ?? null,
       method: method === OTHER_METHOD ? this.otherMethods[slot]! : METHODS[method]!,
@@ -366,7 +366,6 @@ function shadowJson(shadow: Authorization): string {
 }
 
 const HEX = '0123456789abcdef';
-const HEX_CODES = Buffer.from(HEX, 'latin1');
 /** A character code below 256 → its value as a lower-case hex digit, else -1. */
 const HEX_VALUE = new Int8Array(256).fill(-1);
 for (let digit = 0; digit < 16; digit++) HEX_VALUE[HEX.charCodeAt(digit)] = digit;
@@ -400,21 +399,6 @@ function writeId(id: string, into: Uint8Array, offset: number, text: Buffer): bo
     into[offset + index] = (high << 4) | low;
   }
   return bad >= 0;
-}
-
-/** The req-<uuid> text of 16 bytes, written into `text` (a 40-byte scratch buffer) and read out as one flat string. */
-function readId(from: Uint8Array, offset: number, text: Buffer): string {
-  text[0] = 114; // 'r'
-  text[1] = 101; // 'e'
-  text[2] = 113; // 'q'
-  text[3] = text[12] = text[17] = text[22] = text[27] = DASH;
-  for (let index = 0; index < ID_BYTES; index++) {
-    const byte = from[offset + index]!;
-    const at = REQUEST_ID_BYTE_AT[index]!;
-    text[at] = HEX_CODES[byte >> 4]!;
-    text[at + 1] = HEX_CODES[byte & 15]!;
-  }
-  return text.toString('latin1', 0, ID_TEXT_LENGTH);
 }
 
 function sameId(ids: Uint8Array, offset: number, wanted: Uint8Array): boolean {

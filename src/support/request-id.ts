@@ -5,10 +5,11 @@ const IDS_PER_REFILL = 256;
 const pool = Buffer.allocUnsafe(16 * IDS_PER_REFILL);
 let used = IDS_PER_REFILL;
 /** The id is written here, then read out as one flat string. */
-const text = Buffer.from('req-00000000-0000-4000-8000-000000000000', 'latin1');
+const text = Buffer.alloc(40);
 const HEX = Buffer.from('0123456789abcdef', 'latin1');
 /** Where each of the uuid's 16 bytes stands in a request id (two hex digits each, the dashes skipped). */
 export const REQUEST_ID_BYTE_AT: readonly number[] = [4, 6, 8, 10, 13, 15, 18, 20, 23, 25, 28, 30, 32, 34, 36, 38];
+const DASH = 45;
 
 /**
  * A request id as Keystone makes them: `req-` and a random (version 4) uuid. Written into one
@@ -24,13 +25,25 @@ export function newRequestId(): string {
   }
   const from = used * 16;
   used += 1;
+  pool[from + 6] = (pool[from + 6]! & 0x0f) | 0x40; // version 4
+  pool[from + 8] = (pool[from + 8]! & 0x3f) | 0x80; // RFC 9562 variant
+  return requestIdText(pool, from, text);
+}
+
+/**
+ * The request id (`req-` and a uuid's 36 characters) of the 16 bytes at `offset`, written into
+ * `scratch` (40 bytes or more) and read out as one flat string.
+ */
+export function requestIdText(bytes: Uint8Array, offset: number, scratch: Buffer): string {
+  scratch[0] = 114; // 'r'
+  scratch[1] = 101; // 'e'
+  scratch[2] = 113; // 'q'
+  scratch[3] = scratch[12] = scratch[17] = scratch[22] = scratch[27] = DASH;
   for (let index = 0; index < 16; index++) {
-    let byte = pool[from + index]!;
-    if (index === 6) byte = (byte & 0x0f) | 0x40; // version 4
-    else if (index === 8) byte = (byte & 0x3f) | 0x80; // RFC 9562 variant
+    const byte = bytes[offset + index]!;
     const at = REQUEST_ID_BYTE_AT[index]!;
-    text[at] = HEX[byte >> 4]!;
-    text[at + 1] = HEX[byte & 15]!;
+    scratch[at] = HEX[byte >> 4]!;
+    scratch[at + 1] = HEX[byte & 15]!;
   }
-  return text.toString('latin1');
+  return scratch.toString('latin1', 0, 40);
 }

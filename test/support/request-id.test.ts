@@ -1,5 +1,5 @@
 import t from 'tap';
-import { newRequestId } from '../../src/support/request-id.ts';
+import { newRequestId, requestIdText } from '../../src/support/request-id.ts';
 
 t.test('newRequestId: req- and a version 4 uuid, a different one every time, across refills of the pool', async (t) => {
   const seen = new Set<string>();
@@ -25,4 +25,10 @@ t.test('newRequestId: the string handed out is not changed by the next id', asyn
   const copy = `${first}`;
   newRequestId();
   t.equal(first, copy);
+});
+
+t.test('requestIdText: the req-<uuid> of 16 bytes, whatever the scratch buffer held before', async (t) => {
+  const scratch = Buffer.alloc(40, 'z');
+  const bytes = Uint8Array.from([0, 0, 0xde, 0xad, 0xbe, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xf0, 0x0f, 0xff, 0x10]);
+  t.equal(requestIdText(bytes, 2, scratch), 'req-deadbeef-0123-4567-89ab-cdeff00fff10');
 });
