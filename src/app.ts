@@ -159,17 +159,17 @@ function createCredentialKeySource(config: Config, store: Store, log: FastifyBas
   return new DatabaseFernetKeys(keys, CREDENTIAL_MAX_ACTIVE_KEYS, { reloadIntervalMs: config.keyReloadIntervalMs, notices, log, importFrom: files, provider: 'credential' });
 }
 
-/**
- * First path segments that belong to the identity API and its operations, never to a service: a
- * service whose type is one of them cannot be reached through the gateway (docs/gateway.md).
- */
 const IDENTITY_MOUNT = '/identity';
+/** IDENTITY_MOUNT as a first segment. */
+const IDENTITY_MOUNT_SEGMENT = IDENTITY_MOUNT.slice(1);
 /** node:http's maxHeadersCount when the server's is null. */
 const NODE_MAX_HEADERS_COUNT = 2000;
 
 /**
- * The first segments of the identity API's own paths (a switch, not a Set: the segment is cut out of
- * each request afresh, and a Set lookup would internalize it; support/segments.ts).
+ * First path segments that belong to the identity API and its operations, never to a service: a
+ * service whose type is one of them cannot be reached through the gateway (docs/gateway.md). A
+ * switch, not a Set: the segment is cut out of each request afresh, and a Set lookup would
+ * internalize it (support/segments.ts).
  */
 function isIdentitySegment(segment: string): boolean {
   switch (segment) {
@@ -196,7 +196,7 @@ function firstSegment(url: string): string {
 function frontTakes(target: string): boolean {
   if (!target.startsWith('/')) return false; // absolute-form: node:http's, and the gateway refuses it there
   const first = firstSegment(target);
-  return !isIdentitySegment(first) && first !== IDENTITY_MOUNT.slice(1);
+  return !isIdentitySegment(first) && first !== IDENTITY_MOUNT_SEGMENT;
 }
 
 /** Decides the face of a request; strips the /identity mount (remembering it for links). */
@@ -205,7 +205,7 @@ function routeToGateway(request: http.IncomingMessage): boolean {
   if (!url.startsWith('/')) return true; // absolute-form targets: the gateway refuses them
   const first = firstSegment(url);
   if (isIdentitySegment(first)) return false;
-  if (first === IDENTITY_MOUNT.slice(1)) {
+  if (first === IDENTITY_MOUNT_SEGMENT) {
     request.url = url.slice(IDENTITY_MOUNT.length) || '/';
     (request as { [MOUNT_PREFIX]?: string })[MOUNT_PREFIX] = IDENTITY_MOUNT;
     return false;

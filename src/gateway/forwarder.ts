@@ -56,7 +56,6 @@ export interface UpstreamDispatcher {
 /** Makes the keep-alive pool of one upstream origin (a parameter so tests can see what it is asked). */
 export type PoolFactory = (origin: string, options: UpstreamPoolOptions, parsers: ResponseParsers) => UpstreamDispatcher;
 
-
 /**
  * Streams a request to an upstream and its response back, over keep-alive pools (one per upstream
  * origin, upstream-pool.ts). Bodies are never parsed or buffered; a client's Content-Length is kept.

@@ -55,7 +55,7 @@ export interface LlhttpCallbacks {
 }
 
 /** A new llhttp instance with these callbacks (the SIMD build where the CPU has it). */
-export function instantiateLlhttp(callbacks: LlhttpCallbacks): LlhttpExports {
+function instantiateLlhttp(callbacks: LlhttpCallbacks): LlhttpExports {
   const require = createRequire(import.meta.url);
   let wasm: WebAssembly.Module;
   try {
@@ -172,7 +172,7 @@ export class LlhttpRun<Owner> {
 }
 
 /** Where chunks are copied in an instance's memory for llhttp_execute (one per instance). */
-export class LlhttpInput {
+class LlhttpInput {
   private pointer = 0;
   private size = 0;
   private view: Uint8Array | undefined;
@@ -196,7 +196,7 @@ export class LlhttpInput {
 }
 
 /** llhttp's reason for the error it stopped on (a C string in its memory). */
-export function errorReason(llhttp: LlhttpExports, parser: number, otherwise: string): string {
+function errorReason(llhttp: LlhttpExports, parser: number, otherwise: string): string {
   const pointer = llhttp.llhttp_get_error_reason(parser);
   if (!pointer) return otherwise;
   const memory = new Uint8Array(llhttp.memory.buffer);
