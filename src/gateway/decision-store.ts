@@ -19,29 +19,50 @@ export interface DecisionStoreOptions {
   redis?: { client: Redis; keyPrefix: string; ttlSeconds: number; log: Logger } | undefined;
 }
 
-// A batch of decisions: one key per request id, with a TTL; the index list bounds the count (the
-// oldest keys are deleted). KEYS[1]: the index; ARGV: TTL, bound, key prefix, and the batch as
-// lines, id and record alternating (JSON escapes every line break inside a record).
+/**
+ * In Redis, a batch of decisions is one element of the list `<prefix>batches` (newest first): its
+ * records, oldest first, one per line (JSON escapes every line break inside a record). Beside it,
+ * `<prefix>batch-sizes` holds each batch's record count (the same order) and `<prefix>count` their
+ * sum, so that the oldest batches go once the others hold `kept` records. One script writes all
+ * three, so nodes writing at once keep the two lists in step.
+ *
+ * A key per decision (SET with a TTL, LPUSH of its id, RPOP and DEL of the oldest: ~260 calls per
+ * batch of 64) cost Redis 8–12 µs of CPU per decision, on the same cores as the gateway; a batch
+ * as one element costs it ~2.2 (bench/README.md). (MULTI with the batch in an LPUSH beside the
+ * script spared Redis another µs, but ioredis's transaction objects quintupled the gateway's
+ * promoted bytes.) KEYS: batches, sizes, count; ARGV: kept, the batch's size, TTL, the batch.
+ */
 const RECORD_SCRIPT = `
-local ttl, kept, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local count, id = 0, nil
-for line in string.gmatch(ARGV[4], '[^\\n]+') do
-  if id == nil then
-    id = line
-  else
-    redis.call('SET', prefix .. id, line, 'EX', ttl)
-    count = redis.call('LPUSH', KEYS[1], id)
-    id = nil
-  end
+local kept, size, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+redis.call('LPUSH', KEYS[1], ARGV[4])
+local batches = redis.call('LPUSH', KEYS[2], size)
+local total = redis.call('INCRBY', KEYS[3], size)
+local dropped = 0
+while batches - dropped > 1 do
+  local oldest = tonumber(redis.call('LINDEX', KEYS[2], -1 - dropped))
+  if total - oldest < kept then break end
+  total = total - oldest
+  dropped = dropped + 1
 end
-while count > kept do
-  local oldest = redis.call('RPOP', KEYS[1])
-  if oldest then redis.call('DEL', prefix .. oldest) end
-  count = count - 1
+if dropped > 0 then
+  redis.call('LTRIM', KEYS[1], 0, batches - dropped - 1)
+  redis.call('LTRIM', KEYS[2], 0, batches - dropped - 1)
+  redis.call('SET', KEYS[3], total)
 end
 redis.call('EXPIRE', KEYS[1], ttl)
-return count
+redis.call('EXPIRE', KEYS[2], ttl)
+redis.call('EXPIRE', KEYS[3], ttl)
+return total
 `;
+
+/** Batches read from Redis per round trip when looking a decision up (~45 KB each when full). */
+const BATCHES_PER_READ = 8;
+const NEWLINE = 10;
+
+/** The Redis keys of a deployment's decisions (see RECORD_SCRIPT). */
+export function decisionKeys(keyPrefix: string): { batches: string; sizes: string; count: string } {
+  return { batches: `${keyPrefix}batches`, sizes: `${keyPrefix}batch-sizes`, count: `${keyPrefix}count` };
+}
 
 /**
  * Decisions go to Redis in batches: at most this many, and at most FLUSH_DELAY_MS after the first
@@ -73,7 +94,7 @@ const OTHER_METHOD = 255;
 
 /**
  * The decisions of the last proxied requests, by request id: an in-process ring (the oldest
- * overwritten), and with Redis a key per request with a TTL and a bounded count.
+ * overwritten), and with Redis batches of records, bounded by count and TTL (RECORD_SCRIPT).
  *
  * Recording allocates nothing and keeps nothing the request made: what is new per request (its
  * id, path, method, status, time) is copied into preallocated typed arrays, and the rest are
@@ -118,6 +139,7 @@ export class DecisionStore {
   private unsent = 0;
   private flushTimer: NodeJS.Timeout | undefined;
   private readonly batchBuffers: Buffer[] = [];
+  private keys: ReturnType<typeof decisionKeys> | undefined;
   private readonly flushSoon = () => {
     this.flushTimer = undefined;
     void this.flush();
@@ -185,7 +207,7 @@ export class DecisionStore {
     }
   }
 
-  /** Sends the decisions not yet in Redis, in one command; resolves when Redis has them (or failed). */
+  /** Sends the decisions not yet in Redis, as one batch; resolves when Redis has them (or failed). */
   async flush(): Promise<void> {
     const redis = this.options.redis;
     if (this.flushTimer) clearTimeout(this.flushTimer);
@@ -193,24 +215,24 @@ export class DecisionStore {
     if (!redis || this.unsent === 0) return;
     let buffer = this.batchBuffers.pop() ?? Buffer.allocUnsafeSlow(BATCH_BUFFER_BYTES);
     let length = 0;
-    for (let step = Math.min(this.unsent, this.size); step >= 1; step--) {
+    const size = Math.min(this.unsent, this.size);
+    for (let step = size; step >= 1; step--) {
       const slot = (this.next - step + this.size) % this.size;
-      const requestId = this.odd[slot] ?? requestIdText(this.ids, slot * ID_BYTES, this.idText);
-      if (requestId.includes('\n')) continue; // (none the gateway makes) would split wrong
-      const lines = `${requestId}\n${this.recordJson(slot, requestId)}\n`;
+      const record = `${this.recordJson(slot, this.odd[slot] ?? requestIdText(this.ids, slot * ID_BYTES, this.idText))}\n`;
       // At most three UTF-8 bytes per UTF-16 unit: room enough without measuring the text first.
-      const bytes = 3 * lines.length;
+      const bytes = 3 * record.length;
       if (length + bytes > buffer.length) {
         const larger = Buffer.allocUnsafeSlow(Math.max(2 * buffer.length, length + bytes));
         buffer.copy(larger, 0, 0, length);
         if (buffer.length === BATCH_BUFFER_BYTES) this.batchBuffers.push(buffer);
         buffer = larger;
       }
-      length += buffer.write(lines, length);
+      length += buffer.write(record, length);
     }
     this.unsent = 0;
+    const keys = (this.keys ??= decisionKeys(redis.keyPrefix));
     try {
-      await redis.client.eval(RECORD_SCRIPT, 1, `${redis.keyPrefix}index`, String(redis.ttlSeconds), String(this.options.kept), redis.keyPrefix, buffer.subarray(0, length));
+      await redis.client.eval(RECORD_SCRIPT, 3, keys.batches, keys.sizes, keys.count, this.options.kept, size, redis.ttlSeconds, buffer.subarray(0, length));
       // Answered, so written: the buffer may carry the next batch (not after a failure, when a
       // write may still be queued on a socket).
       if (buffer.length === BATCH_BUFFER_BYTES && this.batchBuffers.length < BATCH_BUFFERS_KEPT) this.batchBuffers.push(buffer);
@@ -288,28 +310,34 @@ export class DecisionStore {
     const slot = this.slotOf(requestId);
     const local = slot < 0 ? undefined : this.entryAt(slot);
     if (local || !this.options.redis) return local && timed(local);
-    const { client, keyPrefix } = this.options.redis;
-    let text: string | null;
+    // How every record sent starts (recordJson): the quotes are JSON's own, so the text cannot
+    // occur inside a record's strings, where a quote is escaped.
+    const start = Buffer.from(`{"decision":{"request_id":${JSON.stringify(requestId)},`);
+    let found: ReplayableDecision | undefined;
     try {
-      text = await client.get(keyPrefix + requestId);
+      await this.eachKeptInRedis((record) => {
+        if (record.length < start.length || !record.subarray(0, start.length).equals(start)) return true;
+        found = JSON.parse(record.toString('utf8')) as ReplayableDecision;
+        return false;
+      });
     } catch (error) {
       this.warnOnce(error, 'Redis unreachable: gateway decisions of other nodes cannot be looked up');
       return undefined;
     }
-    if (text === null) return undefined;
-    const entry = JSON.parse(text) as ReplayableDecision;
-    return entry.decision.request_id === requestId ? timed(entry) : undefined;
+    return found && found.decision.request_id === requestId && this.unexpired(found) ? timed(found) : undefined;
   }
 
   /** The last `limit` decisions, newest first: every node's with Redis, else this node's. */
   async latest(limit: number): Promise<ReplayableDecision[]> {
-    const redis = this.options.redis;
-    if (redis) {
+    if (this.options.redis) {
+      const latest: ReplayableDecision[] = [];
       try {
-        const ids = await redis.client.lrange(`${redis.keyPrefix}index`, 0, limit - 1);
-        if (ids.length === 0) return [];
-        const texts = await redis.client.mget(ids.map((id) => redis.keyPrefix + id));
-        return texts.filter((text): text is string => text !== null).map((text) => JSON.parse(text) as ReplayableDecision);
+        await this.eachKeptInRedis((record) => {
+          const entry = JSON.parse(record.toString('utf8')) as ReplayableDecision;
+          if (this.unexpired(entry)) latest.push(entry);
+          return latest.length < limit;
+        });
+        return latest;
       } catch (error) {
         this.warnOnce(error, 'Redis unreachable: replaying this node\'s decisions only');
       }
@@ -317,6 +345,36 @@ export class DecisionStore {
     const latest: ReplayableDecision[] = [];
     for (let step = 1; step <= this.count && latest.length < limit; step++) latest.push(this.entryAt((this.next - step + this.size) % this.size));
     return latest;
+  }
+
+  /**
+   * Calls `visit` with each record in Redis, newest first, until it returns false or `kept` records
+   * have been visited: Redis may hold up to a batch more than the bound (it drops whole batches),
+   * and those are never answered.
+   */
+  private async eachKeptInRedis(visit: (record: Buffer) => boolean): Promise<void> {
+    const { client, keyPrefix } = this.options.redis!;
+    const { batches } = (this.keys ??= decisionKeys(keyPrefix));
+    let visited = 0;
+    for (let first = 0; ; first += BATCHES_PER_READ) {
+      const read = await client.lrangeBuffer(batches, first, first + BATCHES_PER_READ - 1);
+      for (const batch of read) {
+        // A batch is oldest first, each record ending with a line break.
+        let end = batch.length - 1;
+        while (end > 0) {
+          const start = batch.lastIndexOf(NEWLINE, end - 1) + 1;
+          if (visited === this.options.kept || !visit(batch.subarray(start, end))) return;
+          visited += 1;
+          end = start - 1;
+        }
+      }
+      if (read.length < BATCHES_PER_READ) return;
+    }
+  }
+
+  /** Within GATEWAY_DECISIONS_TTL_SECONDS of when it was recorded (Redis drops a batch only that long after the last). */
+  private unexpired(entry: ReplayableDecision): boolean {
+    return entry.at > this.options.clock.now() - this.options.redis!.ttlSeconds * 1000;
   }
 
   private warnOnce(error: unknown, message: string): void {
