@@ -22,26 +22,48 @@ export interface DecisionStoreOptions {
 /**
  * In Redis, a batch of decisions is one element of the list `<prefix>batches` (newest first): its
  * records, oldest first, one per line (JSON escapes every line break inside a record). Beside it,
- * `<prefix>batch-sizes` holds each batch's record count (the same order) and `<prefix>count` their
- * sum, so that the oldest batches go once the others hold `kept` records. One script writes all
- * three, so nodes writing at once keep the two lists in step.
+ * `<prefix>batch-sizes` holds each batch's record count and its newest record's time ("64
+ * 1764590000000", the same order), and `<prefix>count` the sum of the counts. The oldest batches
+ * go once the others hold `kept` records, and once their newest record is older than the TTL, so
+ * nothing stays in Redis longer than that while traffic goes on (EXPIRE clears all when it stops).
+ * One script writes all three, so nodes writing at once keep the two lists in step; when a key was
+ * lost (evicted, deleted), the script starts again from what is left in step rather than keeping
+ * a wrong count for good.
  *
  * A key per decision (SET with a TTL, LPUSH of its id, RPOP and DEL of the oldest: ~260 calls per
  * batch of 64) cost Redis 8–12 µs of CPU per decision, on the same cores as the gateway; a batch
  * as one element costs it ~2.2 (bench/README.md). (MULTI with the batch in an LPUSH beside the
  * script spared Redis another µs, but ioredis's transaction objects quintupled the gateway's
- * promoted bytes.) KEYS: batches, sizes, count; ARGV: kept, the batch's size, TTL, the batch.
+ * promoted bytes.) KEYS: batches, sizes, count; ARGV: kept, the batch's size, the TTL in seconds,
+ * the newest record's time (ms), the batch.
  */
 const RECORD_SCRIPT = `
-local kept, size, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-redis.call('LPUSH', KEYS[1], ARGV[4])
-local batches = redis.call('LPUSH', KEYS[2], size)
-local total = redis.call('INCRBY', KEYS[3], size)
+local kept, size, ttl, newest = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local held = redis.call('LPUSH', KEYS[1], ARGV[5])
+local batches = redis.call('LPUSH', KEYS[2], size .. ' ' .. newest)
+local total
+if held ~= batches then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('LPUSH', KEYS[1], ARGV[5])
+  batches = redis.call('LPUSH', KEYS[2], size .. ' ' .. newest)
+  total = size
+  redis.call('SET', KEYS[3], total)
+elseif redis.call('EXISTS', KEYS[3]) == 0 then
+  total = 0
+  for _, entry in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    total = total + tonumber(string.match(entry, '^%d+'))
+  end
+  redis.call('SET', KEYS[3], total)
+else
+  total = redis.call('INCRBY', KEYS[3], size)
+end
+local expired = newest - ttl * 1000
 local dropped = 0
 while batches - dropped > 1 do
-  local oldest = tonumber(redis.call('LINDEX', KEYS[2], -1 - dropped))
-  if total - oldest < kept then break end
-  total = total - oldest
+  local oldestSize, oldestAt = string.match(redis.call('LINDEX', KEYS[2], -1 - dropped), '^(%d+) (%d+)$')
+  oldestSize = tonumber(oldestSize)
+  if total - oldestSize < kept and tonumber(oldestAt) > expired then break end
+  total = total - oldestSize
   dropped = dropped + 1
 end
 if dropped > 0 then
@@ -232,7 +254,8 @@ export class DecisionStore {
     this.unsent = 0;
     const keys = (this.keys ??= decisionKeys(redis.keyPrefix));
     try {
-      await redis.client.eval(RECORD_SCRIPT, 3, keys.batches, keys.sizes, keys.count, this.options.kept, size, redis.ttlSeconds, buffer.subarray(0, length));
+      const newest = this.times[(this.next - 1 + this.size) % this.size]!;
+      await redis.client.eval(RECORD_SCRIPT, 3, keys.batches, keys.sizes, keys.count, this.options.kept, size, redis.ttlSeconds, Math.floor(newest), buffer.subarray(0, length));
       // Answered, so written: the buffer may carry the next batch (not after a failure, when a
       // write may still be queued on a socket).
       if (buffer.length === BATCH_BUFFER_BYTES && this.batchBuffers.length < BATCH_BUFFERS_KEPT) this.batchBuffers.push(buffer);
@@ -317,14 +340,14 @@ export class DecisionStore {
     try {
       await this.eachKeptInRedis((record) => {
         if (record.length < start.length || !record.subarray(0, start.length).equals(start)) return true;
-        found = JSON.parse(record.toString('utf8')) as ReplayableDecision;
-        return false;
+        found = this.readRecord(record);
+        return found === undefined;
       });
     } catch (error) {
       this.warnOnce(error, 'Redis unreachable: gateway decisions of other nodes cannot be looked up');
       return undefined;
     }
-    return found && found.decision.request_id === requestId && this.unexpired(found) ? timed(found) : undefined;
+    return found?.decision.request_id === requestId ? timed(found) : undefined;
   }
 
   /** The last `limit` decisions, newest first: every node's with Redis, else this node's. */
@@ -333,8 +356,8 @@ export class DecisionStore {
       const latest: ReplayableDecision[] = [];
       try {
         await this.eachKeptInRedis((record) => {
-          const entry = JSON.parse(record.toString('utf8')) as ReplayableDecision;
-          if (this.unexpired(entry)) latest.push(entry);
+          const entry = this.readRecord(record);
+          if (entry) latest.push(entry);
           return latest.length < limit;
         });
         return latest;
@@ -350,15 +373,21 @@ export class DecisionStore {
   /**
    * Calls `visit` with each record in Redis, newest first, until it returns false or `kept` records
    * have been visited: Redis may hold up to a batch more than the bound (it drops whole batches),
-   * and those are never answered.
+   * and those are never answered. Batches are read a few at a time while other nodes push new ones
+   * in front, which moves those already read into the next read: a batch is known by its first
+   * record (its request id is in it) and visited once.
    */
   private async eachKeptInRedis(visit: (record: Buffer) => boolean): Promise<void> {
     const { client, keyPrefix } = this.options.redis!;
     const { batches } = (this.keys ??= decisionKeys(keyPrefix));
+    const seen = new Set<string>();
     let visited = 0;
     for (let first = 0; ; first += BATCHES_PER_READ) {
       const read = await client.lrangeBuffer(batches, first, first + BATCHES_PER_READ - 1);
       for (const batch of read) {
+        const firstRecord = batch.toString('latin1', 0, batch.indexOf(NEWLINE));
+        if (seen.has(firstRecord)) continue;
+        seen.add(firstRecord);
         // A batch is oldest first, each record ending with a line break.
         let end = batch.length - 1;
         while (end > 0) {
@@ -372,9 +401,19 @@ export class DecisionStore {
     }
   }
 
-  /** Within GATEWAY_DECISIONS_TTL_SECONDS of when it was recorded (Redis drops a batch only that long after the last). */
-  private unexpired(entry: ReplayableDecision): boolean {
-    return entry.at > this.options.clock.now() - this.options.redis!.ttlSeconds * 1000;
+  /**
+   * A record read from Redis; undefined when older than GATEWAY_DECISIONS_TTL_SECONDS (Redis drops
+   * a batch by time only as later ones come), or not one this version can read.
+   */
+  private readRecord(record: Buffer): ReplayableDecision | undefined {
+    let entry: ReplayableDecision;
+    try {
+      entry = JSON.parse(record.toString('utf8')) as ReplayableDecision;
+    } catch {
+      return undefined;
+    }
+    if (typeof entry?.decision?.request_id !== 'string' || typeof entry.at !== 'number') return undefined;
+    return entry.at > this.options.clock.now() - this.options.redis!.ttlSeconds * 1000 ? entry : undefined;
   }
 
   private warnOnce(error: unknown, message: string): void {

@@ -15,6 +15,20 @@ function proxied(): ProxiedRequest {
   return request;
 }
 
+/** Records decisions in `store` and sends them to Redis as one batch; `ids` lists every request id so far, oldest first. */
+function batches(store: DecisionStore) {
+  const ids: string[] = [];
+  const send = async (size = 1) => {
+    for (let index = 0; index < size; index++) {
+      const request = proxied();
+      ids.push(request.requestId);
+      store.record(request, outcomeOf(request, 200, 1));
+    }
+    await store.flush();
+  };
+  return { ids, send };
+}
+
 t.test('keeps the last `kept` decisions, newest first', async (t) => {
   let now = Date.UTC(2026, 10, 25, 4, 0, 0);
   const store = new DecisionStore({ kept: 3, clock: { now: () => now } });
@@ -148,7 +162,7 @@ t.test('with Redis: a burst of decisions goes in batches, and Redis holds them a
   t.match(await other.find(ids[50]!), { request_id: ids[50], method: 'GET', path: '/echo/v1/p/things', status: 200, effect: 'allow', time: '2026-12-01T00:00:00.000Z' });
   t.match(await other.find(ids[199]!), { request_id: ids[199] });
   const keys = decisionKeys(keyPrefix);
-  const sizes = (await redis.redis.lrange(keys.sizes, 0, -1)).map(Number);
+  const sizes = (await redis.redis.lrange(keys.sizes, 0, -1)).map((entry) => Number(entry.split(' ')[0]));
   t.equal(sizes.length, await redis.redis.llen(keys.batches), 'a size per batch');
   t.equal(Number(await redis.redis.get(keys.count)), sizes.reduce((sum, size) => sum + size, 0), 'the count is their sum');
   t.ok(sizes.reduce((sum, size) => sum + size, 0) - sizes.at(-1)! < 150, `whole batches are dropped while the rest hold the bound (${sizes.join(', ')})`);
@@ -177,46 +191,111 @@ t.test('with Redis: a burst of decisions goes in batches, and Redis holds them a
   t.same(warnings, []);
 });
 
-// Redis drops whole batches, so it may hold up to a batch more than the bound, and keeps a batch
-// until the TTL after the last one: neither is ever answered.
-t.test('with Redis: what is beyond the bound or older than the TTL is not answered', async (t) => {
+// Redis drops whole batches, so it may hold up to a batch more than the bound, and drops a batch by
+// time only as later ones come: neither extra is ever answered.
+t.test('with Redis: the bound and the TTL, in what Redis keeps and in what is answered', async (t) => {
   const { testRedis } = await import('../helpers/redis.ts');
   const redis = await testRedis(t);
   if (!redis) return t.plan(0, 'no Redis');
-  let now = Date.UTC(2026, 11, 1);
+  const start = Date.UTC(2026, 11, 1);
+  let now = start;
   const options = { clock: { now: () => now }, redis: { client: redis.redis, keyPrefix: `${redis.prefix}decision:`, ttlSeconds: 60, log: { warn: () => {} } } };
   const store = new DecisionStore({ kept: 3, ...options });
   const other = new DecisionStore({ kept: 3, ...options });
-  const ids: string[] = [];
+  const keys = decisionKeys(`${redis.prefix}decision:`);
+  const sizes = async () => (await redis.redis.lrange(keys.sizes, 0, -1)).map((entry) => Number(entry.split(' ')[0]));
+  const { ids, send: batch } = batches(store);
+  // Batches recorded at start, +1 s and +2 s.
   for (const size of [2, 1, 1]) {
-    for (let index = 0; index < size; index++) {
-      const request = proxied();
-      ids.push(request.requestId);
-      store.record(request, outcomeOf(request, 200, 1));
-    }
-    await store.flush();
+    await batch(size);
     now += 1000;
   }
-  const keys = decisionKeys(`${redis.prefix}decision:`);
-  t.same((await redis.redis.lrange(keys.sizes, 0, -1)).map(Number), [1, 1, 2], 'the batch of two stays: without it Redis would hold fewer than three');
+  t.same(await sizes(), [1, 1, 2], 'the batch of two stays: without it Redis would hold fewer than three');
+  t.same((await redis.redis.lrange(keys.sizes, 0, -1)).map((entry) => Number(entry.split(' ')[1])), [start + 2000, start + 1000, start], 'with its newest record\'s time');
   t.equal(await other.find(ids[0]!), undefined, 'the fourth newest is not answered');
   t.same((await other.latest(10)).map((entry) => entry.decision.request_id), ids.slice(1).reverse());
   t.match(await other.find(ids[1]!), { request_id: ids[1] });
 
-  // 60 s after the first two were recorded: those have expired, the others not yet.
-  now = Date.UTC(2026, 11, 1) + 60_000;
-  t.equal(await other.find(ids[1]!), undefined, 'older than the TTL');
-  t.same((await other.latest(10)).map((entry) => entry.decision.request_id), ids.slice(2).reverse());
-
-  // One more: the other three hold the bound without the batch of two, which goes.
-  const request = proxied();
-  ids.push(request.requestId);
-  store.record(request, outcomeOf(request, 200, 1));
-  await store.flush();
-  t.same((await redis.redis.lrange(keys.sizes, 0, -1)).map(Number), [1, 1, 1], 'the oldest batch is dropped');
+  // At +3 s, one more: the other three hold the bound without the batch of two, which goes.
+  await batch(1);
+  t.same(await sizes(), [1, 1, 1], 'the oldest batch is dropped by count');
   t.equal(await redis.redis.llen(keys.batches), 3, 'with its records');
   t.equal(await redis.redis.get(keys.count), '3');
   t.same((await other.latest(10)).map((entry) => entry.decision.request_id), ids.slice(2).reverse());
+
+  // 60 s after the batch of +1 s: it is not answered, though Redis still holds it.
+  now = start + 61_000;
+  t.equal(await other.find(ids[2]!), undefined, 'older than the TTL');
+  t.match(await other.find(ids[3]!), { request_id: ids[3] });
+  t.same((await other.latest(10)).map((entry) => entry.decision.request_id), ids.slice(3).reverse());
+  t.equal(await redis.redis.llen(keys.batches), 3);
+
+  // The next batch, at +62.5 s, drops those of +1 s and +2 s by time, though the count did not ask it.
+  now = start + 62_500;
+  await batch(1);
+  t.same(await sizes(), [1, 1], 'the expired batches are dropped');
+  t.equal(await redis.redis.get(keys.count), '2');
+  t.same((await other.latest(10)).map((entry) => entry.decision.request_id), ids.slice(4).reverse());
+});
+
+// A key lost from Redis (evicted, deleted) must not leave the count or the lists wrong for good.
+t.test('with Redis: after any one of its keys is lost, the bound holds again', async (t) => {
+  const { testRedis } = await import('../helpers/redis.ts');
+  const redis = await testRedis(t);
+  if (!redis) return t.plan(0, 'no Redis');
+  for (const lost of ['batches', 'sizes', 'count'] as const) {
+    const keyPrefix = `${redis.prefix}${lost}:`;
+    const options = { clock: { now: () => Date.UTC(2026, 11, 1) }, redis: { client: redis.redis, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } };
+    const store = new DecisionStore({ kept: 3, ...options });
+    const other = new DecisionStore({ kept: 3, ...options });
+    const keys = decisionKeys(keyPrefix);
+    const { ids, send: batch } = batches(store);
+    for (let index = 0; index < 4; index++) await batch();
+    await redis.redis.del(keys[lost]);
+    for (let index = 0; index < 4; index++) await batch();
+    const sizes = (await redis.redis.lrange(keys.sizes, 0, -1)).map((entry) => Number(entry.split(' ')[0]));
+    t.equal(sizes.length, await redis.redis.llen(keys.batches), `${lost} lost: a size per batch`);
+    t.equal(Number(await redis.redis.get(keys.count)), sizes.reduce((sum, size) => sum + size, 0), `${lost} lost: the count is their sum`);
+    t.same(sizes, [1, 1, 1], `${lost} lost: three kept again`);
+    t.same((await other.latest(10)).map((entry) => entry.decision.request_id), ids.slice(-3).reverse(), `${lost} lost: the newest three answered`);
+  }
+});
+
+// Reading takes several round trips (8 batches each) while other nodes push batches in front,
+// which moves those already read into the next read.
+t.test('with Redis: reading across round trips, while batches are written, visits each record once', async (t) => {
+  const { testRedis } = await import('../helpers/redis.ts');
+  const redis = await testRedis(t);
+  if (!redis) return t.plan(0, 'no Redis');
+  const keyPrefix = `${redis.prefix}decision:`;
+  const clock = { now: () => Date.UTC(2026, 11, 1) };
+  const store = new DecisionStore({ kept: 20, clock, redis: { client: redis.redis, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } });
+  const { ids, send: batch } = batches(store);
+  for (let index = 0; index < 20; index++) await batch();
+  const before = ids.slice();
+  let reads = 0;
+  const writing = new Proxy(redis.redis, {
+    get(target, property, receiver) {
+      if (property === 'lrangeBuffer') {
+        return async (...args: unknown[]) => {
+          const read = await (target.lrangeBuffer as (...a: unknown[]) => Promise<Buffer[]>)(...args);
+          // After the first read, another node writes three batches in front.
+          if (reads++ === 0) for (let index = 0; index < 3; index++) await batch();
+          return read;
+        };
+      }
+      const value = Reflect.get(target, property, receiver) as unknown;
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const reader = new DecisionStore({ kept: 20, clock, redis: { client: writing, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } });
+  const latest = (await reader.latest(20)).map((entry) => entry.decision.request_id);
+  t.ok(reads >= 3, `read in ${reads} round trips`);
+  t.same(latest.slice(0, 17), before.slice(3).reverse(), 'newest first, none twice, none skipped');
+  t.equal(new Set(latest).size, latest.length, 'no record twice');
+  reads = 1;
+  t.match(await reader.find(ids[3]!), { request_id: ids[3] }, 'the 20th newest (of 23) is found, past the first read');
+  t.equal(await reader.find(ids[2]!), undefined, 'the 21st newest is gone');
 });
 
 // The record sent to Redis is written from pieces (recordJson), not stringified whole: it must be
