@@ -67,6 +67,13 @@ static uint64_t statuses[600];
 static uint64_t errors, timeouts, sent_measured;
 static double last_completion;
 
+/* PACED_TIMELINE=file: the measured window in 10 ms slots of scheduled time (requests, worst latency),
+ * to tell one long stall from many short ones and to line a stall up with the server's own logs. */
+#define SLOT_MS 10.0
+static double *slot_worst;
+static uint64_t *slot_requests;
+static size_t slot_count;
+
 /* Scheduled times waiting for a free connection (a ring). */
 static double *pending;
 static size_t pending_head, pending_count, pending_capacity;
@@ -168,6 +175,13 @@ static void completed(struct connection *c) {
   double now = now_ms();
   if (in_window(c->scheduled)) {
     record_latency(now - c->scheduled);
+    if (slot_count) {
+      size_t slot = (size_t)((c->scheduled - measure_from) / SLOT_MS);
+      if (slot < slot_count) {
+        slot_requests[slot]++;
+        if (now - c->scheduled > slot_worst[slot]) slot_worst[slot] = now - c->scheduled;
+      }
+    }
     statuses[c->status >= 100 && c->status < 600 ? c->status : 0]++;
     last_completion = now;
   }
@@ -362,6 +376,15 @@ int main(int argc, char **argv) {
   double start = now_ms();
   measure_from = start + warmup_ms;
   measure_until = measure_from + duration_ms;
+  const char *timeline = getenv("PACED_TIMELINE");
+  struct timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  double wall_from = wall.tv_sec * 1e3 + wall.tv_nsec / 1e6 + warmup_ms;
+  if (timeline && *timeline) {
+    slot_count = (size_t)(duration_ms / SLOT_MS) + 1;
+    slot_worst = calloc(slot_count, sizeof *slot_worst);
+    slot_requests = calloc(slot_count, sizeof *slot_requests);
+  }
   double next = start;
   struct epoll_event events[256];
   for (;;) {
@@ -386,6 +409,14 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ready; i++) readable(events[i].data.ptr);
   }
 
+  if (slot_count) {
+    FILE *out = fopen(timeline, "w");
+    if (out) {
+      fprintf(out, "# wall-clock ms (Unix epoch) at the slot's start, requests scheduled in it, worst latency ms\n");
+      for (size_t i = 0; i < slot_count; i++) fprintf(out, "%.0f %llu %.3f\n", wall_from + (double)i * SLOT_MS, (unsigned long long)slot_requests[i], slot_worst[i]);
+      fclose(out);
+    }
+  }
   qsort(latencies, latency_count, sizeof *latencies, compare);
   double sum = 0;
   for (size_t i = 0; i < latency_count; i++) sum += latencies[i];

@@ -56,6 +56,8 @@ export async function runExternalPaced(
   // scheduled in it (the report's `sent` counts the measured window only).
   const { stdout } = await run(binary, [url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
     maxBuffer: 1 << 20,
+    // BENCH_PACED_TIMELINE=prefix: each target's worst latency per 10 ms slot in prefix-<target> (bench/paced.c).
+    env: { ...process.env, PACED_TIMELINE: process.env.BENCH_PACED_TIMELINE ? `${process.env.BENCH_PACED_TIMELINE}-${target.name}` : '' },
   });
   const scheduler = schedulerGrowth(scheduledBefore, schedulerCounters(target.pids));
   const upstreamScheduler = upstreamBefore && schedulerGrowth(upstreamBefore, schedulerCounters(target.upstreamPids!));

@@ -47,6 +47,7 @@ import { MOUNT_PREFIX } from './http/links.ts';
 import type { GatewayPolicy } from './policy/gateway-policy.ts';
 import { PolicyReloader } from './policy/policy-reloader.ts';
 import { ShadowPolicy } from './policy/shadow-policy.ts';
+import { RedisDecisionPeers } from './gateway/decision-peers.ts';
 import { DecisionStore } from './gateway/decision-store.ts';
 import { ServiceMetrics } from './metrics/service-metrics.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
@@ -539,7 +540,16 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const shadowPolicy = config.policyShadowDirectory ? await ShadowPolicy.start(config.policyShadowDirectory, log) : undefined;
     startedParts.push(() => shadowPolicy?.stop());
     const { kept, keyPrefix, ttlSeconds } = config.gatewayDecisions;
-    const decisions = kept > 0 ? new DecisionStore({ kept, clock, redis: redis ? { client: redis, keyPrefix, ttlSeconds, log } : undefined }) : undefined;
+    // With Redis: each node answers the others' lookups from its ring (its own subscribed connection).
+    const decisionPeers =
+      kept > 0 && redis && config.redisUrl
+        ? new RedisDecisionPeers(redis, new Redis(config.redisUrl, { maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: (attempt) => Math.min(attempt * 100, 1000) }), keyPrefix, log)
+        : undefined;
+    const decisions = kept > 0 ? new DecisionStore({ kept, clock, redis: redis ? { client: redis, keyPrefix, ttlSeconds, log } : undefined, peers: decisionPeers }) : undefined;
+    if (decisionPeers) {
+      startedParts.push(() => decisionPeers.close());
+      await decisionPeers.start();
+    }
     const internalEndpoints = new InternalEndpoints(catalog, { region: config.gatewayRegion, generation: catalogGeneration, servingLastKnown: () => sync.servingLastKnown });
     // What clients are told: the gateway's view (its public URL for what it serves), or the registered catalog.
     const clientCatalog = config.gatewayPublicCatalog
@@ -700,7 +710,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
           stalledConnections?.stop();
         }
         await activeGateway.close();
-        await decisions?.flush(); // the last batch of decisions, before Redis goes
+        // Left in Redis for the nodes that go on, before this node stops answering them.
+        await decisions?.retire();
+        await decisionPeers?.close();
         metrics?.close();
         await sync.close();
         redis?.disconnect();

@@ -3,6 +3,7 @@ import type { DecisionRecord, DecisionRule } from '../policy/gateway-explain.ts'
 import type { PolicySubject } from '../policy/gateway-explain.ts';
 import type { ReplayableDecision } from '../policy/policy-replay.ts';
 import type { Clock } from '../support/clock.ts';
+import type { DecisionPeers } from './decision-peers.ts';
 import type { Outcome } from './outcome.ts';
 import type { Authorization, ProxiedRequest } from './proxied-request.ts';
 import { REQUEST_ID_BYTE_AT, requestIdText } from '../support/request-id.ts';
@@ -12,11 +13,13 @@ interface Logger {
 }
 
 export interface DecisionStoreOptions {
-  /** How many decisions this process keeps, and Redis keeps (the oldest go first); 0 keeps none. */
+  /** How many decisions this process keeps, and Redis keeps of stopped nodes (the oldest go first); 0 keeps none. */
   kept: number;
   clock: Clock;
-  /** With REDIS_URL: every node records there (in batches, within ~10 ms), so any node answers for any request. */
+  /** With REDIS_URL: where a node leaves its decisions when it stops, so the others still answer for them. */
   redis?: { client: Redis; keyPrefix: string; ttlSeconds: number; log: Logger } | undefined;
+  /** With REDIS_URL: the other nodes, asked for decisions this node does not hold. */
+  peers?: DecisionPeers | undefined;
 }
 
 /**
@@ -30,12 +33,12 @@ export interface DecisionStoreOptions {
  * lost (evicted, deleted), the script starts again from what is left in step rather than keeping
  * a wrong count for good.
  *
- * A key per decision (SET with a TTL, LPUSH of its id, RPOP and DEL of the oldest: ~260 calls per
- * batch of 64) cost Redis 8–12 µs of CPU per decision, on the same cores as the gateway; a batch
- * as one element costs it ~2.2 (bench/README.md). (MULTI with the batch in an LPUSH beside the
- * script spared Redis another µs, but ioredis's transaction objects quintupled the gateway's
- * promoted bytes.) KEYS: batches, sizes, count; ARGV: kept, the batch's size, the TTL in seconds,
- * the newest record's time (ms), the batch.
+ * Only a stopping node writes here (its ring, RETIRED_BATCH records a batch). Until 2026-12-01 every
+ * node sent every decision, in batches of 64 within 10 ms: that cost the gateway ~8 µs of CPU per
+ * proxied request (a quarter of it), Redis ~3 more on the same cores, and promoted ~35 bytes per
+ * request, which brought mark-compacts; a node now asks the others instead (decision-peers.ts).
+ * KEYS: batches, sizes, count; ARGV: kept, the batch's size, the TTL in seconds, the newest
+ * record's time (ms), the batch.
  */
 const RECORD_SCRIPT = `
 local kept, size, ttl, newest = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -86,23 +89,8 @@ export function decisionKeys(keyPrefix: string): { batches: string; sizes: strin
   return { batches: `${keyPrefix}batches`, sizes: `${keyPrefix}batch-sizes`, count: `${keyPrefix}count` };
 }
 
-/**
- * Decisions go to Redis in batches: at most this many, and at most FLUSH_DELAY_MS after the first
- * of a batch. One command per request (an EVAL, its promise and its reply) cost the gateway more
- * than a third of its CPU per proxied request in the PostgreSQL + Redis bench, and under load the
- * queued commands outlived young-generation collections (old-generation growth, mark-compacts).
- */
-const BATCH = 64;
-const FLUSH_DELAY_MS = 10;
-/**
- * A batch is written into one of a few reused buffers. Measured with ioredis: the batch as strings
- * (one per record, or one for all) was promoted (540–610 bytes per decision, with mark-compacts to
- * clear them); a new Buffer per batch was external memory churn, which V8 answers with
- * mark-compacts too. A buffer goes back to the pool only once Redis has answered (so the socket
- * has written it); a batch larger than one gets its own.
- */
-const BATCH_BUFFER_BYTES = 256 * 1024;
-const BATCH_BUFFERS_KEPT = 4;
+/** Records per batch when a stopping node leaves its ring in Redis (~500 KB a batch). */
+const RETIRED_BATCH = 1000;
 
 /** Request ids the gateway issues (req-<uuid>); anything else is looked up nowhere. */
 const REQUEST_ID = /^req-[0-9a-f-]{36}$/;
@@ -116,7 +104,9 @@ const OTHER_METHOD = 255;
 
 /**
  * The decisions of the last proxied requests, by request id: an in-process ring (the oldest
- * overwritten), and with Redis batches of records, bounded by count and TTL (RECORD_SCRIPT).
+ * overwritten). With Redis, the other nodes are asked for a decision this node does not hold, and
+ * a stopping node leaves its ring in Redis, bounded by count and TTL (RECORD_SCRIPT), where the
+ * nodes that are left find it.
  *
  * Recording allocates nothing and keeps nothing the request made: what is new per request (its
  * id, path, method, status, time) is copied into preallocated typed arrays, and the rest are
@@ -157,15 +147,7 @@ export class DecisionStore {
   private count = 0;
   private next = 0;
   private warned = false;
-  /** Recorded, not yet sent to Redis: the ring's last `unsent` slots. */
-  private unsent = 0;
-  private flushTimer: NodeJS.Timeout | undefined;
-  private readonly batchBuffers: Buffer[] = [];
-  private keys: ReturnType<typeof decisionKeys> | undefined;
-  private readonly flushSoon = () => {
-    this.flushTimer = undefined;
-    void this.flush();
-  };
+  private readonly keys: ReturnType<typeof decisionKeys> | undefined;
 
   constructor(private readonly options: DecisionStoreOptions) {
     const size = Math.max(options.kept, 1);
@@ -189,6 +171,23 @@ export class DecisionStore {
     this.authorizations = slots();
     this.shadows = slots();
     this.subjects = slots();
+    this.keys = options.redis && decisionKeys(options.redis.keyPrefix);
+    options.peers?.answerWith({
+      find: (requestId) => {
+        const slot = this.slotOf(requestId);
+        return slot < 0 ? undefined : this.recordJson(slot);
+      },
+      latest: (limit) => {
+        const records: string[] = [];
+        for (let step = 1; step <= this.count && step <= limit; step++) records.push(this.recordJson(this.slotBefore(step)));
+        return records;
+      },
+    });
+  }
+
+  /** The slot `step` places before the next to be written (1: the newest). */
+  private slotBefore(step: number): number {
+    return (this.next - step + this.size) % this.size;
   }
 
   /** The response of `proxied` closed with `outcome`. */
@@ -219,59 +218,37 @@ export class DecisionStore {
     this.subjects[slot] = proxied.subject;
     this.next = slot + 1 === this.size ? 0 : slot + 1;
     if (this.count < this.size) this.count++;
-    if (!this.options.redis) return;
-    this.unsent += 1;
-    // Before the ring comes round to the oldest unsent slot.
-    if (this.unsent >= Math.min(BATCH, this.size)) void this.flush();
-    else if (!this.flushTimer) {
-      this.flushTimer = setTimeout(this.flushSoon, FLUSH_DELAY_MS);
-      this.flushTimer.unref();
-    }
   }
 
-  /** Sends the decisions not yet in Redis, as one batch; resolves when Redis has them (or failed). */
-  async flush(): Promise<void> {
+  /**
+   * Leaves this node's decisions in Redis, oldest first, RETIRED_BATCH a batch, for the nodes that
+   * go on (when this one stops); resolves when Redis has them, or failed to take them.
+   */
+  async retire(): Promise<void> {
     const redis = this.options.redis;
-    if (this.flushTimer) clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    if (!redis || this.unsent === 0) return;
-    let buffer = this.batchBuffers.pop() ?? Buffer.allocUnsafeSlow(BATCH_BUFFER_BYTES);
-    let length = 0;
-    const size = Math.min(this.unsent, this.size);
-    for (let step = size; step >= 1; step--) {
-      const slot = (this.next - step + this.size) % this.size;
-      const record = `${this.recordJson(slot, this.odd[slot] ?? requestIdText(this.ids, slot * ID_BYTES, this.idText))}\n`;
-      // At most three UTF-8 bytes per UTF-16 unit: room enough without measuring the text first.
-      const bytes = 3 * record.length;
-      if (length + bytes > buffer.length) {
-        const larger = Buffer.allocUnsafeSlow(Math.max(2 * buffer.length, length + bytes));
-        buffer.copy(larger, 0, 0, length);
-        if (buffer.length === BATCH_BUFFER_BYTES) this.batchBuffers.push(buffer);
-        buffer = larger;
-      }
-      length += buffer.write(record, length);
-    }
-    this.unsent = 0;
-    const keys = (this.keys ??= decisionKeys(redis.keyPrefix));
+    const keys = this.keys;
+    if (!redis || !keys) return;
     try {
-      const newest = this.times[(this.next - 1 + this.size) % this.size]!;
-      await redis.client.eval(RECORD_SCRIPT, 3, keys.batches, keys.sizes, keys.count, this.options.kept, size, redis.ttlSeconds, Math.floor(newest), buffer.subarray(0, length));
-      // Answered, so written: the buffer may carry the next batch (not after a failure, when a
-      // write may still be queued on a socket).
-      if (buffer.length === BATCH_BUFFER_BYTES && this.batchBuffers.length < BATCH_BUFFERS_KEPT) this.batchBuffers.push(buffer);
-      this.warned = false;
+      for (let from = this.count; from >= 1; from -= RETIRED_BATCH) {
+        const records: string[] = [];
+        const to = Math.max(from - RETIRED_BATCH + 1, 1);
+        for (let step = from; step >= to; step--) records.push(this.recordJson(this.slotBefore(step)));
+        const newest = this.times[this.slotBefore(to)]!;
+        await redis.client.eval(RECORD_SCRIPT, 3, keys.batches, keys.sizes, keys.count, this.options.kept, records.length, redis.ttlSeconds, Math.floor(newest), `${records.join('\n')}\n`);
+      }
     } catch (error) {
-      this.warnOnce(error, 'Redis unreachable: gateway decisions are kept by this node only');
+      this.warnOnce(error, 'Redis unreachable: this node\'s gateway decisions are lost as it stops');
     }
   }
 
   /**
    * JSON.stringify(this.entryAt(slot)), made from pieces: what many requests share (the policy's
    * answer, the shadow's, the token's subject: the same objects request after request) is
-   * stringified once per object. Every decision goes to Redis, and building each record as objects
-   * to stringify them whole cost ~2.7 µs of the gateway's CPU per request (bench/README.md).
+   * stringified once per object, and a ring of 10,000 goes out at once when a node stops or is
+   * asked for its latest.
    */
-  private recordJson(slot: number, requestId: string): string {
+  private recordJson(slot: number): string {
+    const requestId = this.odd[slot] ?? requestIdText(this.ids, slot * ID_BYTES, this.idText);
     const authorization = this.authorizations[slot];
     const shadow = this.shadows[slot];
     const subject = this.subjects[slot];
@@ -327,47 +304,63 @@ export class DecisionStore {
     return -1;
   }
 
-  /** The decision of request `requestId`: this node's, else (with Redis) any node's; undefined when none is kept. */
+  /**
+   * The decision of request `requestId`: this node's, else (with Redis) that of the node that holds
+   * it, else one a stopped node left in Redis; undefined when none is kept.
+   */
   async find(requestId: string): Promise<DecisionRecord | undefined> {
     if (!REQUEST_ID.test(requestId)) return undefined;
     const slot = this.slotOf(requestId);
-    const local = slot < 0 ? undefined : this.entryAt(slot);
-    if (local || !this.options.redis) return local && timed(local);
-    // How every record sent starts (recordJson): the quotes are JSON's own, so the text cannot
-    // occur inside a record's strings, where a quote is escaped.
+    if (slot >= 0) return timed(this.entryAt(slot));
+    const answered = await this.options.peers?.find(requestId);
+    const fromPeer = answered && this.readRecord(answered, false);
+    if (fromPeer?.decision.request_id === requestId) return timed(fromPeer);
+    if (!this.options.redis) return undefined;
+    // How every record starts (recordJson): the quotes are JSON's own, so the text cannot occur
+    // inside a record's strings, where a quote is escaped.
     const start = Buffer.from(`{"decision":{"request_id":${JSON.stringify(requestId)},`);
     let found: ReplayableDecision | undefined;
     try {
       await this.eachKeptInRedis((record) => {
         if (record.length < start.length || !record.subarray(0, start.length).equals(start)) return true;
-        found = this.readRecord(record);
+        found = this.readRecord(record, true);
         return found === undefined;
       });
     } catch (error) {
-      this.warnOnce(error, 'Redis unreachable: gateway decisions of other nodes cannot be looked up');
+      this.warnOnce(error, 'Redis unreachable: the gateway decisions of stopped nodes cannot be looked up');
       return undefined;
     }
     return found?.decision.request_id === requestId ? timed(found) : undefined;
   }
 
-  /** The last `limit` decisions, newest first: every node's with Redis, else this node's. */
+  /**
+   * The last `limit` decisions, newest first: with Redis, of every node that answers in time and
+   * those stopped nodes left there; else this node's.
+   */
   async latest(limit: number): Promise<ReplayableDecision[]> {
+    const latest: ReplayableDecision[] = [];
+    for (let step = 1; step <= this.count && latest.length < limit; step++) latest.push(this.entryAt(this.slotBefore(step)));
+    if (!this.options.peers && !this.options.redis) return latest;
+    for (const record of (await this.options.peers?.latest(limit)) ?? []) {
+      const entry = this.readRecord(record, false);
+      if (entry) latest.push(entry);
+    }
     if (this.options.redis) {
-      const latest: ReplayableDecision[] = [];
+      let left = limit;
       try {
         await this.eachKeptInRedis((record) => {
-          const entry = this.readRecord(record);
+          const entry = this.readRecord(record, true);
           if (entry) latest.push(entry);
-          return latest.length < limit;
+          return --left > 0;
         });
-        return latest;
       } catch (error) {
-        this.warnOnce(error, 'Redis unreachable: replaying this node\'s decisions only');
+        this.warnOnce(error, 'Redis unreachable: replaying without the decisions of stopped nodes');
       }
     }
-    const latest: ReplayableDecision[] = [];
-    for (let step = 1; step <= this.count && latest.length < limit; step++) latest.push(this.entryAt((this.next - step + this.size) % this.size));
-    return latest;
+    // Newest first (a stable sort: this node's first among equal times), each request once.
+    latest.sort((a, b) => b.at - a.at);
+    const seen = new Set<string>();
+    return latest.filter((entry) => !seen.has(entry.decision.request_id) && seen.add(entry.decision.request_id)).slice(0, limit);
   }
 
   /**
@@ -378,8 +371,8 @@ export class DecisionStore {
    * record (its request id is in it) and visited once.
    */
   private async eachKeptInRedis(visit: (record: Buffer) => boolean): Promise<void> {
-    const { client, keyPrefix } = this.options.redis!;
-    const { batches } = (this.keys ??= decisionKeys(keyPrefix));
+    const { client } = this.options.redis!;
+    const { batches } = this.keys!;
     const seen = new Set<string>();
     let visited = 0;
     for (let first = 0; ; first += BATCHES_PER_READ) {
@@ -402,10 +395,11 @@ export class DecisionStore {
   }
 
   /**
-   * A record read from Redis; undefined when older than GATEWAY_DECISIONS_TTL_SECONDS (Redis drops
-   * a batch by time only as later ones come), or not one this version can read.
+   * A record another node answered with or one read from Redis; undefined when not one this version
+   * can read, or (`expires`, from Redis) older than GATEWAY_DECISIONS_TTL_SECONDS (Redis drops a
+   * batch by time only as later ones come). A node's ring has no TTL, only its count.
    */
-  private readRecord(record: Buffer): ReplayableDecision | undefined {
+  private readRecord(record: Buffer, expires: boolean): ReplayableDecision | undefined {
     let entry: ReplayableDecision;
     try {
       entry = JSON.parse(record.toString('utf8')) as ReplayableDecision;
@@ -413,7 +407,8 @@ export class DecisionStore {
       return undefined;
     }
     if (typeof entry?.decision?.request_id !== 'string' || typeof entry.at !== 'number') return undefined;
-    return entry.at > this.options.clock.now() - this.options.redis!.ttlSeconds * 1000 ? entry : undefined;
+    if (!expires || !this.options.redis) return entry;
+    return entry.at > this.options.clock.now() - this.options.redis.ttlSeconds * 1000 ? entry : undefined;
   }
 
   private warnOnce(error: unknown, message: string): void {

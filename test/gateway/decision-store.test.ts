@@ -15,16 +15,20 @@ function proxied(): ProxiedRequest {
   return request;
 }
 
-/** Records decisions in `store` and sends them to Redis as one batch; `ids` lists every request id so far, oldest first. */
-function batches(store: DecisionStore) {
+/**
+ * Each `send` is a node that records `size` decisions and stops, leaving them in Redis as one batch;
+ * `ids` lists every request id so far, oldest first.
+ */
+function batches(options: ConstructorParameters<typeof DecisionStore>[0]) {
   const ids: string[] = [];
   const send = async (size = 1) => {
+    const node = new DecisionStore(options);
     for (let index = 0; index < size; index++) {
       const request = proxied();
       ids.push(request.requestId);
-      store.record(request, outcomeOf(request, 200, 1));
+      node.record(request, outcomeOf(request, 200, 1));
     }
-    await store.flush();
+    await node.retire();
   };
   return { ids, send };
 }
@@ -122,73 +126,104 @@ t.test('an id almost of the req-<uuid> form is kept as it was given, never read 
   t.equal((await store.find(uuid.requestId))?.request_id, uuid.requestId, 'a req-<uuid> is read back from its 16 bytes');
 });
 
-// With Redis: one command per batch, not per request (an EVAL per request was over a
-// third of the gateway's CPU per request on PostgreSQL + Redis, and its queued commands were
-// promoted under load); a batch is one list element (a key per decision cost Redis 8–12 µs each).
-t.test('with Redis: a burst of decisions goes in batches, and Redis holds them all, bounded', async (t) => {
+// With Redis: nothing per request goes to Redis (sending every decision cost the gateway a quarter of
+// its CPU per proxied request on PostgreSQL + Redis, and brought mark-compacts): a node asks the
+// others for what it does not hold, and a stopping node leaves its ring in Redis.
+t.test('with Redis: the other nodes are asked; a stopping node leaves its decisions in Redis', async (t) => {
   const { testRedis } = await import('../helpers/redis.ts');
+  const { RedisDecisionPeers } = await import('../../src/gateway/decision-peers.ts');
   const redis = await testRedis(t);
   if (!redis) return t.plan(0, 'no Redis');
-  const batches: Buffer[] = [];
+  const commands: string[] = [];
   const counted = new Proxy(redis.redis, {
     get(target, property, receiver) {
-      if (property === 'eval') {
-        return (...args: unknown[]) => {
-          batches.push(args.at(-1) as Buffer);
-          return (target.eval as (...a: unknown[]) => Promise<unknown>)(...args);
-        };
-      }
       const value = Reflect.get(target, property, receiver) as unknown;
-      return typeof value === 'function' ? value.bind(target) : value;
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        if (property !== 'publish') commands.push(String(property));
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
     },
   });
   const warnings: string[] = [];
   const keyPrefix = `${redis.prefix}decision:`;
-  const options = { clock: { now: () => Date.UTC(2026, 11, 1) }, redis: { client: counted, keyPrefix, ttlSeconds: 60, log: { warn: (_object: object, message: string) => warnings.push(message) } } };
-  const store = new DecisionStore({ kept: 150, ...options });
-  // Another node: nothing of its own, so it answers from Redis only.
-  const other = new DecisionStore({ kept: 150, ...options });
+  const log = { warn: (_object: object, message: string) => warnings.push(message) };
+  const options = { clock: { now: () => Date.UTC(2026, 11, 1) }, redis: { client: counted, keyPrefix, ttlSeconds: 60, log } };
+  const peers = () => {
+    const subscriber = redis.redis.duplicate();
+    const exchange = new RedisDecisionPeers(redis.redis, subscriber, keyPrefix, log);
+    t.teardown(() => exchange.close());
+    return exchange;
+  };
+  const storePeers = peers();
+  const otherPeers = peers();
+  const store = new DecisionStore({ kept: 150, ...options, peers: storePeers });
+  const other = new DecisionStore({ kept: 150, ...options, peers: otherPeers });
+  await Promise.all([storePeers.start(), otherPeers.start()]);
   const ids: string[] = [];
   for (let index = 0; index < 200; index++) {
     const request = proxied();
     ids.push(request.requestId);
     store.record(request, outcomeOf(request, 200, 1));
   }
-  await store.flush();
-  t.ok(batches.length <= 4, `200 decisions in ${batches.length} batches (of at most 64)`);
-  const latest = await other.latest(1000);
-  t.same(latest.map((entry) => entry.decision.request_id), ids.slice(50).reverse(), 'the other node sees the newest 150, newest first');
-  t.equal(await other.find(ids[49]!), undefined, 'beyond the bound: not answered');
-  t.match(await other.find(ids[50]!), { request_id: ids[50], method: 'GET', path: '/echo/v1/p/things', status: 200, effect: 'allow', time: '2026-12-01T00:00:00.000Z' });
-  t.match(await other.find(ids[199]!), { request_id: ids[199] });
-  const keys = decisionKeys(keyPrefix);
-  const sizes = (await redis.redis.lrange(keys.sizes, 0, -1)).map((entry) => Number(entry.split(' ')[0]));
-  t.equal(sizes.length, await redis.redis.llen(keys.batches), 'a size per batch');
-  t.equal(Number(await redis.redis.get(keys.count)), sizes.reduce((sum, size) => sum + size, 0), 'the count is their sum');
-  t.ok(sizes.reduce((sum, size) => sum + size, 0) - sizes.at(-1)! < 150, `whole batches are dropped while the rest hold the bound (${sizes.join(', ')})`);
-  for (const key of Object.values(keys)) {
+  await new Promise((resolve) => setImmediate(resolve));
+  t.same(commands, [], 'recording sends nothing to Redis');
+  t.equal(await redis.redis.exists(...Object.values(decisionKeys(keyPrefix))), 0, 'and nothing is there');
+
+  t.match(await other.find(ids[199]!), { request_id: ids[199], method: 'GET', path: '/echo/v1/p/things', status: 200, effect: 'allow', time: '2026-12-01T00:00:00.000Z' }, 'the other node asks the one that holds it');
+  t.same(commands, [], 'found over pub/sub: no list read');
+  t.equal(await other.find(ids[49]!), undefined, 'beyond its ring: not answered');
+  t.same((await other.latest(1000)).map((entry) => entry.decision.request_id), ids.slice(50).reverse(), 'latest: the other node\'s newest 150, newest first');
+
+  // A third node: its own decisions are newer; latest merges both rings by time.
+  const thirdPeers = peers();
+  await thirdPeers.start();
+  const third = new DecisionStore({ kept: 150, ...options, clock: { now: () => Date.UTC(2026, 11, 1, 0, 0, 1) }, peers: thirdPeers });
+  const newer = proxied();
+  third.record(newer, outcomeOf(newer, 200, 1));
+  t.same((await third.latest(3)).map((entry) => entry.decision.request_id), [newer.requestId, ids[199], ids[198]], 'merged newest first');
+
+  // The first node stops: its ring goes to Redis as one batch, and the others still find it there.
+  await storePeers.close();
+  commands.length = 0;
+  await store.retire();
+  t.same(commands, ['eval'], 'one command for a ring of 150');
+  t.match(await other.find(ids[60]!), { request_id: ids[60] }, 'found in Redis after its node stopped');
+  t.same((await other.latest(1000)).map((entry) => entry.decision.request_id).slice(0, 3), [newer.requestId, ids[199], ids[198]]);
+  for (const key of Object.values(decisionKeys(keyPrefix))) {
     const ttl = await redis.redis.ttl(key);
     t.ok(ttl > 0 && ttl <= 60, `${key} has a TTL (${ttl} s)`);
   }
-
-  // A lone decision goes by itself, shortly (no flush called).
-  const late = proxied();
-  store.record(late, outcomeOf(late, 200, 1));
-  let found: unknown;
-  for (let attempt = 0; attempt < 1000 && !found; attempt++) found = await other.find(late.requestId);
-  t.match(found, { request_id: late.requestId }, 'sent without a full batch');
-  // The batch travels in a reused buffer: strings per batch were promoted under load, a new Buffer
-  // per batch was external-memory churn (both brought mark-compacts).
-  const used = new Set(batches.map((batch) => batch.buffer));
-  const before = batches.length;
-  for (let index = 0; index < 3; index++) {
-    const request = proxied();
-    store.record(request, outcomeOf(request, 200, 1));
-    await store.flush();
-  }
-  t.equal(batches.length, before + 3);
-  t.ok(batches.slice(before).every((batch) => used.has(batch.buffer)), 'later batches reuse the buffers of earlier ones');
   t.same(warnings, []);
+});
+
+// A node that hears a question and never answers (a silent partition) costs the asker the timeout,
+// not a hang; what arrives after it is dropped.
+t.test('with Redis: a node that does not answer delays a lookup by the timeout only', async (t) => {
+  const { testRedis } = await import('../helpers/redis.ts');
+  const { RedisDecisionPeers } = await import('../../src/gateway/decision-peers.ts');
+  const redis = await testRedis(t);
+  if (!redis) return t.plan(0, 'no Redis');
+  const keyPrefix = `${redis.prefix}decision:`;
+  const log = { warn: () => {} };
+  const silent = redis.redis.duplicate();
+  t.teardown(() => silent.disconnect());
+  const heard: string[] = [];
+  silent.on('message', (_channel: string, message: string) => heard.push(message));
+  await silent.subscribe(`${keyPrefix}questions`);
+  const exchange = new RedisDecisionPeers(redis.redis, redis.redis.duplicate(), keyPrefix, log, 300);
+  t.teardown(() => exchange.close());
+  await exchange.start();
+  const store = new DecisionStore({ kept: 10, clock: { now: () => 0 }, peers: exchange });
+  const started = performance.now();
+  t.equal(await store.find('req-00000000-0000-4000-8000-000000000000'), undefined);
+  const waited = performance.now() - started;
+  t.ok(waited >= 290 && waited < 3000, `answered after the timeout (${Math.round(waited)} ms)`);
+  t.match(JSON.parse(heard[0]!), { find: 'req-00000000-0000-4000-8000-000000000000' }, 'the question was heard');
+  // Garbage on the questions channel is ignored, and answers to no question are dropped.
+  await redis.redis.publish(`${keyPrefix}questions`, 'not json');
+  await redis.redis.publish(`${keyPrefix}questions`, JSON.stringify({ id: 'x\ny', from: 'z', latest: 5 }));
+  t.same(await store.latest(5), []);
 });
 
 // Redis drops whole batches, so it may hold up to a batch more than the bound, and drops a batch by
@@ -200,11 +235,10 @@ t.test('with Redis: the bound and the TTL, in what Redis keeps and in what is an
   const start = Date.UTC(2026, 11, 1);
   let now = start;
   const options = { clock: { now: () => now }, redis: { client: redis.redis, keyPrefix: `${redis.prefix}decision:`, ttlSeconds: 60, log: { warn: () => {} } } };
-  const store = new DecisionStore({ kept: 3, ...options });
   const other = new DecisionStore({ kept: 3, ...options });
   const keys = decisionKeys(`${redis.prefix}decision:`);
   const sizes = async () => (await redis.redis.lrange(keys.sizes, 0, -1)).map((entry) => Number(entry.split(' ')[0]));
-  const { ids, send: batch } = batches(store);
+  const { ids, send: batch } = batches({ kept: 3, ...options });
   // Batches recorded at start, +1 s and +2 s.
   for (const size of [2, 1, 1]) {
     await batch(size);
@@ -246,10 +280,9 @@ t.test('with Redis: after any one of its keys is lost, the bound holds again', a
   for (const lost of ['batches', 'sizes', 'count'] as const) {
     const keyPrefix = `${redis.prefix}${lost}:`;
     const options = { clock: { now: () => Date.UTC(2026, 11, 1) }, redis: { client: redis.redis, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } };
-    const store = new DecisionStore({ kept: 3, ...options });
     const other = new DecisionStore({ kept: 3, ...options });
     const keys = decisionKeys(keyPrefix);
-    const { ids, send: batch } = batches(store);
+    const { ids, send: batch } = batches({ kept: 3, ...options });
     for (let index = 0; index < 4; index++) await batch();
     await redis.redis.del(keys[lost]);
     for (let index = 0; index < 4; index++) await batch();
@@ -269,8 +302,7 @@ t.test('with Redis: reading across round trips, while batches are written, visit
   if (!redis) return t.plan(0, 'no Redis');
   const keyPrefix = `${redis.prefix}decision:`;
   const clock = { now: () => Date.UTC(2026, 11, 1) };
-  const store = new DecisionStore({ kept: 20, clock, redis: { client: redis.redis, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } });
-  const { ids, send: batch } = batches(store);
+  const { ids, send: batch } = batches({ kept: 20, clock, redis: { client: redis.redis, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } });
   for (let index = 0; index < 20; index++) await batch();
   const before = ids.slice();
   let reads = 0;
@@ -296,6 +328,23 @@ t.test('with Redis: reading across round trips, while batches are written, visit
   reads = 1;
   t.match(await reader.find(ids[3]!), { request_id: ids[3] }, 'the 20th newest (of 23) is found, past the first read');
   t.equal(await reader.find(ids[2]!), undefined, 'the 21st newest is gone');
+});
+
+// A ring larger than a batch leaves in several, oldest first, so Redis's newest batch holds the newest.
+t.test('with Redis: a stopping node\'s ring goes in batches of 1,000, the newest last', async (t) => {
+  const sent: { size: unknown; batch: string }[] = [];
+  const client = { eval: async (...args: unknown[]) => void sent.push({ size: args[6], batch: String(args.at(-1)) }) } as never;
+  const store = new DecisionStore({ kept: 2500, clock: { now: () => 0 }, redis: { client, keyPrefix: 'k:', ttlSeconds: 60, log: { warn: () => {} } } });
+  const ids: string[] = [];
+  for (let index = 0; index < 2600; index++) {
+    const request = proxied();
+    ids.push(request.requestId);
+    store.record(request, outcomeOf(request, 200, 1));
+  }
+  await store.retire();
+  t.same(sent.map((command) => command.size), [1000, 1000, 500]);
+  t.ok(sent[0]!.batch.startsWith(`{"decision":{"request_id":"${ids[100]}"`), 'the oldest kept first');
+  t.ok(sent[2]!.batch.trimEnd().split('\n').at(-1)!.startsWith(`{"decision":{"request_id":"${ids[2599]}"`), 'the newest last');
 });
 
 // The record sent to Redis is written from pieces (recordJson), not stringified whole: it must be
@@ -352,7 +401,7 @@ t.test('with Redis: each record sent is the text JSON.stringify makes of the kep
       count++;
     }
   }
-  await withRedis.flush();
+  await withRedis.retire();
   const lines = Buffer.concat(sent).toString('utf8').split('\n');
   t.equal(lines.pop(), '', 'each record ends its line');
   t.equal(lines.length, count, 'a line per decision');
@@ -360,7 +409,7 @@ t.test('with Redis: each record sent is the text JSON.stringify makes of the kep
   for (let index = 0; index < count; index++) t.equal(lines[index], JSON.stringify(kept[index]), `record ${index}`);
 });
 
-// Redis down: the node keeps recording in its ring and answers from it; one warning, not one per batch.
+// Redis down: the node keeps recording in its ring and answers from it; one warning.
 t.test('with Redis unreachable: this node\'s decisions, and one warning', async (t) => {
   const down = async () => {
     throw new Error('connect ECONNREFUSED');
@@ -369,11 +418,12 @@ t.test('with Redis unreachable: this node\'s decisions, and one warning', async 
   const store = new DecisionStore({ kept: 10, clock: { now: () => 0 }, redis: { client: { eval: down, lrangeBuffer: down } as never, keyPrefix: 'k:', ttlSeconds: 60, log: { warn: (_object, message) => warnings.push(message) } } });
   const first = proxied();
   store.record(first, outcomeOf(first, 200, 1));
-  await store.flush();
   const second = proxied();
   store.record(second, outcomeOf(second, 200, 1));
-  await store.flush();
-  t.same(warnings, ['Redis unreachable: gateway decisions are kept by this node only']);
+  t.equal(await store.find('req-00000000-0000-4000-8000-000000000000'), undefined, 'another node\'s: not found, no error');
+  t.same(warnings, ['Redis unreachable: the gateway decisions of stopped nodes cannot be looked up']);
+  await store.retire();
+  t.same(warnings, ['Redis unreachable: the gateway decisions of stopped nodes cannot be looked up'], 'once');
   t.match(await store.find(first.requestId), { request_id: first.requestId }, 'its own, from the ring');
   t.equal(await store.find('req-00000000-0000-4000-8000-000000000000'), undefined, 'another node\'s: not found, no error');
   t.same((await store.latest(10)).map((entry) => entry.decision.request_id), [second.requestId, first.requestId], 'latest falls back to the ring');

@@ -1,0 +1,192 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+
+interface Logger {
+  warn(object: object, message: string): void;
+}
+
+/** What this node answers other nodes with: a decision's record text (one JSON line), or none. */
+export interface DecisionAnswers {
+  find(requestId: string): string | undefined;
+  /** This node's last `limit` records, newest first. */
+  latest(limit: number): string[];
+}
+
+/**
+ * The other nodes' decisions, asked for when needed: every node keeps its own (in process, nothing
+ * sent per request) and answers the others' questions from them.
+ */
+export interface DecisionPeers {
+  /** Starts answering the other nodes from `answers`. */
+  answerWith(answers: DecisionAnswers): void;
+  /** The record of `requestId` from whichever node holds it; undefined when none answers with it in time. */
+  find(requestId: string): Promise<Buffer | undefined>;
+  /** Every other node's last `limit` records (in no particular order), from those that answer in time. */
+  latest(limit: number): Promise<Buffer[]>;
+  close(): Promise<void>;
+}
+
+/** How long a question waits for the nodes that heard it (a node in a silent partition never answers). */
+export const PEER_ANSWER_TIMEOUT_MS = 1000;
+const NEWLINE = 10;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID.test(value);
+}
+
+interface Question {
+  /** Other nodes that heard it, once PUBLISH has said (undefined before). */
+  heard: number | undefined;
+  answered: number;
+  records: Buffer[];
+  /** True for find: the first record ends the question. */
+  first: boolean;
+  done(): void;
+}
+
+/**
+ * Questions and answers over Redis pub/sub. A question goes to `<prefix>questions`, which every node
+ * subscribes to; each other node answers on `<prefix>answers:<asker>`. PUBLISH says how many nodes
+ * heard a question, so the asker waits for exactly those (itself among them, not answering), at
+ * most PEER_ANSWER_TIMEOUT_MS. An answer is the question's id on its first line, then a record per
+ * line (JSON escapes line breaks inside one).
+ */
+export class RedisDecisionPeers implements DecisionPeers {
+  private readonly node = randomUUID();
+  private readonly questionsChannel: string;
+  private readonly answersPrefix: string;
+  private readonly answersChannel: string;
+  private readonly questions = new Map<string, Question>();
+  private answers: DecisionAnswers | undefined;
+  private warned = false;
+  private readonly subscribed: Promise<void>;
+
+  /**
+   * `publisher` is a command connection shared with others; `subscriber` is this exchange's own
+   * (a subscribed connection takes no other commands).
+   */
+  constructor(
+    private readonly publisher: Redis,
+    private readonly subscriber: Redis,
+    keyPrefix: string,
+    private readonly log: Logger,
+    private readonly timeoutMs = PEER_ANSWER_TIMEOUT_MS,
+  ) {
+    this.questionsChannel = `${keyPrefix}questions`;
+    this.answersPrefix = `${keyPrefix}answers:`;
+    this.answersChannel = `${this.answersPrefix}${this.node}`;
+    subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => this.received(channel.toString('latin1'), message));
+    subscriber.on('error', () => {});
+    // On every (re)connection: a subscription made before an outage may not be the server's now.
+    this.subscribed = new Promise((resolve) => {
+      const subscribe = () =>
+        subscriber.subscribe(this.questionsChannel, this.answersChannel).then(
+          () => resolve(),
+          (error: unknown) => {
+            this.warnOnce(error, 'Redis unreachable: gateway decisions of other nodes cannot be looked up');
+            resolve();
+          },
+        );
+      subscriber.on('ready', subscribe);
+      if (subscriber.status === 'ready') void subscribe();
+      else if (subscriber.status === 'wait') subscriber.connect().catch(() => {}); // lazyConnect
+    });
+  }
+
+  answerWith(answers: DecisionAnswers): void {
+    this.answers = answers;
+  }
+
+  /** Resolves once this node hears questions and answers, or after `withinMs` (Redis down: it subscribes when Redis is back). */
+  async start(withinMs = 2000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.subscribed, new Promise<void>((resolve) => (timer = setTimeout(resolve, withinMs)))]);
+    clearTimeout(timer);
+  }
+
+  async find(requestId: string): Promise<Buffer | undefined> {
+    const [record] = await this.ask({ find: requestId }, true);
+    return record;
+  }
+
+  latest(limit: number): Promise<Buffer[]> {
+    return this.ask({ latest: limit }, false);
+  }
+
+  async close(): Promise<void> {
+    for (const question of this.questions.values()) question.done();
+    this.subscriber.disconnect();
+  }
+
+  private ask(what: { find: string } | { latest: number }, first: boolean): Promise<Buffer[]> {
+    const id = randomUUID();
+    return new Promise<Buffer[]>((resolve) => {
+      const timer = setTimeout(() => finish(), this.timeoutMs);
+      const question: Question = { heard: undefined, answered: 0, records: [], first, done: () => finish() };
+      const finish = () => {
+        clearTimeout(timer);
+        this.questions.delete(id);
+        resolve(question.records);
+      };
+      this.questions.set(id, question);
+      this.publisher.publish(this.questionsChannel, JSON.stringify({ id, from: this.node, ...what })).then(
+        (heard) => {
+          // The asker hears its own question too.
+          question.heard = heard - 1;
+          if (question.answered >= question.heard) finish();
+        },
+        (error: unknown) => {
+          this.warnOnce(error, 'Redis unreachable: gateway decisions of other nodes cannot be looked up');
+          finish();
+        },
+      );
+    });
+  }
+
+  private received(channel: string, message: Buffer): void {
+    if (channel === this.answersChannel) this.answered(message);
+    else if (channel === this.questionsChannel) this.heard(message);
+  }
+
+  private answered(message: Buffer): void {
+    const end = message.indexOf(NEWLINE);
+    const question = this.questions.get(message.toString('latin1', 0, end < 0 ? message.length : end));
+    if (!question) return; // answered after the timeout
+    question.answered += 1;
+    for (let start = end + 1; end >= 0 && start < message.length; ) {
+      let stop = message.indexOf(NEWLINE, start);
+      if (stop < 0) stop = message.length;
+      if (stop > start) question.records.push(message.subarray(start, stop));
+      start = stop + 1;
+    }
+    if ((question.first && question.records.length > 0) || (question.heard !== undefined && question.answered >= question.heard)) question.done();
+  }
+
+  private heard(message: Buffer): void {
+    let question: { id?: unknown; from?: unknown; find?: unknown; latest?: unknown };
+    try {
+      question = JSON.parse(message.toString('utf8')) as typeof question;
+    } catch {
+      return;
+    }
+    if (!this.answers || !isUuid(question?.id) || !isUuid(question.from) || question.from === this.node) return;
+    let records: string[];
+    if (typeof question.find === 'string') {
+      const record = this.answers.find(question.find);
+      records = record === undefined ? [] : [record];
+    } else if (Number.isSafeInteger(question.latest) && (question.latest as number) > 0) {
+      records = this.answers.latest(question.latest as number);
+    } else return;
+    const answer = records.length === 0 ? question.id : `${question.id}\n${records.join('\n')}`;
+    this.publisher.publish(`${this.answersPrefix}${question.from}`, answer).catch((error: unknown) => {
+      this.warnOnce(error, 'Redis unreachable: this node\'s gateway decisions cannot be given to the others');
+    });
+  }
+
+  private warnOnce(error: unknown, message: string): void {
+    if (this.warned) return;
+    this.warned = true;
+    this.log.warn({ err: error instanceof Error ? error.message : String(error) }, message);
+  }
+}
