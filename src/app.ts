@@ -47,7 +47,7 @@ import { MOUNT_PREFIX } from './http/links.ts';
 import type { GatewayPolicy } from './policy/gateway-policy.ts';
 import { PolicyReloader } from './policy/policy-reloader.ts';
 import { ShadowPolicy } from './policy/shadow-policy.ts';
-import { RedisDecisionPeers } from './gateway/decision-peers.ts';
+import { RedisDecisionPeers, type DecisionPeers } from './gateway/decision-peers.ts';
 import { DecisionStore } from './gateway/decision-store.ts';
 import { ServiceMetrics } from './metrics/service-metrics.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
@@ -95,6 +95,8 @@ export interface BuildOptions {
   migrate?: boolean;
   /** How changes reach this process's caches from its siblings when there is no REDIS_URL (cluster workers). */
   eventBus?: EventBus;
+  /** How this process asks its siblings for gateway decisions it does not hold when there is no REDIS_URL (cluster workers). */
+  decisionPeers?: DecisionPeers;
   /**
    * False for processes that issue no tokens (manage bootstrap): they neither record nor check the
    * fingerprints of token keys and pepper the nodes sharing the database must agree on.
@@ -540,16 +542,16 @@ export async function buildApplication(config: Config, options: BuildOptions = {
     const shadowPolicy = config.policyShadowDirectory ? await ShadowPolicy.start(config.policyShadowDirectory, log) : undefined;
     startedParts.push(() => shadowPolicy?.stop());
     const { kept, keyPrefix, ttlSeconds } = config.gatewayDecisions;
-    // With Redis: each node answers the others' lookups from its ring (its own subscribed connection).
-    const decisionPeers =
+    // Each node answers the others' lookups from its ring: with Redis over pub/sub (a subscribed
+    // connection of its own), else (cluster workers) through the primary.
+    const redisPeers =
       kept > 0 && redis && config.redisUrl
         ? new RedisDecisionPeers(redis, new Redis(config.redisUrl, { maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: (attempt) => Math.min(attempt * 100, 1000) }), keyPrefix, log)
         : undefined;
+    const decisionPeers = kept > 0 ? (redisPeers ?? options.decisionPeers) : undefined;
     const decisions = kept > 0 ? new DecisionStore({ kept, clock, redis: redis ? { client: redis, keyPrefix, ttlSeconds, log } : undefined, peers: decisionPeers }) : undefined;
-    if (decisionPeers) {
-      startedParts.push(() => decisionPeers.close());
-      await decisionPeers.start();
-    }
+    if (decisionPeers) startedParts.push(() => decisionPeers.close());
+    await redisPeers?.start();
     const internalEndpoints = new InternalEndpoints(catalog, { region: config.gatewayRegion, generation: catalogGeneration, servingLastKnown: () => sync.servingLastKnown });
     // What clients are told: the gateway's view (its public URL for what it serves), or the registered catalog.
     const clientCatalog = config.gatewayPublicCatalog

@@ -1,5 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { ClusterMessage, EventBus } from './events/event-bus.ts';
+import { PrimaryDecisionRelay } from './gateway/worker-decision-peers.ts';
 import { PrimaryMetricsRelay } from './metrics/cluster-metrics.ts';
 import type { WorkerHeap } from './config.ts';
 
@@ -101,7 +102,8 @@ const EXIT_GRACE_MS = 10_000;
 
 /**
  * The cluster primary's job once the database is ready: fork the workers (they share the listening
- * socket), relay change notifications between them, replace those that die, and stop them all.
+ * socket), relay change notifications, metrics scrapes and decision lookups between them, replace
+ * those that die, and stop them all.
  */
 export class WorkerSupervisor {
   private stopping = false;
@@ -111,6 +113,7 @@ export class WorkerSupervisor {
   private readonly backoff: RestartBackoff;
   private abortStart: ((error: Error) => void) | undefined;
   private readonly metrics = new PrimaryMetricsRelay();
+  private readonly decisions = new PrimaryDecisionRelay();
 
   constructor(private readonly options: SupervisorOptions) {
     this.backoff = options.backoff ?? new RestartBackoff();
@@ -175,6 +178,8 @@ export class WorkerSupervisor {
   private relay(sender: Worker, message: unknown): void {
     // A scrape of GET /metrics on one worker gathers every worker's metrics.
     if (this.metrics.handle(sender, message, this.exits.keys())) return;
+    // A gateway decision looked up on one worker is asked of the others (without Redis).
+    if (this.decisions.handle(sender, message, this.exits.keys())) return;
     if (!isEventEnvelope(message)) return;
     for (const worker of this.exits.keys()) {
       if (worker !== sender && worker.isConnected()) worker.send(message, () => {});

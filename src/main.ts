@@ -4,6 +4,7 @@ import { pino, type Logger } from 'pino';
 import { buildApplication, type Application } from './app.ts';
 import { bootstrap, type BootstrapResult } from './cli/bootstrap.ts';
 import { WorkerEventBus, WorkerSupervisor, workerHeapFlags } from './cluster.ts';
+import { WorkerDecisionPeers } from './gateway/worker-decision-peers.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { DataDirectoryLockedError } from './store/embedded.ts';
 
@@ -66,8 +67,9 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   const app = await buildApplication(config, {
     logger: log,
     migrate: false,
-    // Without Redis, siblings hear of each other's changes through the primary.
-    ...(config.redisUrl ? {} : { eventBus: new WorkerEventBus() }),
+    // Without Redis, siblings hear of each other's changes, and answer each other's decision
+    // lookups, through the primary.
+    ...(config.redisUrl ? {} : { eventBus: new WorkerEventBus(), decisionPeers: new WorkerDecisionPeers() }),
   });
   await app.server.listen({ port: config.port, host: config.host });
   stopOnSignals(log, () => drain(app, config, log));

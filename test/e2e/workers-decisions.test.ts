@@ -1,0 +1,92 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
+import { serviceWorkers, startService, waitFor } from '../helpers/processes.ts';
+
+// WORKERS=2 without Redis: each worker keeps the decisions of the requests it proxied, and a lookup
+// that reaches the other worker is answered through the primary (it was a 404 half the time).
+
+const ADMIN_PASSWORD = 'workers-decisions-admin';
+
+/** One request on a connection of its own, so the primary hands it to the next worker. */
+function call(url: string, options: { method?: string; token?: string; body?: unknown } = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }> {
+  const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      url,
+      {
+        method: options.method ?? 'GET',
+        agent: false,
+        headers: { ...(payload === undefined ? {} : { 'content-type': 'application/json' }), ...(options.token ? { 'x-auth-token': options.token } : {}) },
+      },
+      (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: text ? JSON.parse(text) : undefined }));
+      },
+    );
+    request.on('error', reject);
+    request.end(payload);
+  });
+}
+
+/** Pids of the processes that logged a gateway request since `from` (pino puts the pid on every line). */
+function gatewayPids(output: string, from: number): Set<number> {
+  const pids = new Set<number>();
+  for (const line of output.slice(from).split('\n')) if (line.includes('"msg":"gateway"')) pids.add(Number(/"pid":(\d+)/.exec(line)?.[1]));
+  return pids;
+}
+
+t.test('WORKERS=2 without Redis: a gateway decision is found whichever worker is asked', async (t) => {
+  const database = await createTestDatabase(process.env.TEST_DATABASE_URL || LOCAL_POSTGRES);
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-workers-decisions-'));
+  const service = await startService({ DATABASE_URL: database.url!, WORKERS: '2', ADMIN_PASSWORD, DATA_DIR: directory, LOG_LEVEL: 'info' }, { startTimeoutMs: 60_000 });
+  t.teardown(async () => {
+    await service.stop();
+    await database.drop();
+    fs.rmSync(directory, { recursive: true, force: true });
+  });
+  await waitFor(async () => service.output().includes('Log in as admin'), 'every worker to listen', 60_000);
+  t.equal(serviceWorkers(service.child.pid!).length, 2, 'two workers');
+  const adminAuth = { auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: { id: 'default' }, password: ADMIN_PASSWORD } } }, scope: { system: { all: true } } } };
+  const admin = String((await call(`${service.url}/v3/auth/tokens`, { method: 'POST', body: adminAuth })).headers['x-subject-token']);
+  t.ok(admin, 'admin token issued');
+
+  // A service whose internal endpoint refuses connections: the admin's requests are decided by
+  // policy (allowed), then fail upstream (502); each is recorded by the worker that took it.
+  const service_ = (await call(`${service.url}/v3/services`, { method: 'POST', token: admin, body: { service: { type: 'compute', name: 'nova' } } })).body.service;
+  const endpoint = await call(`${service.url}/v3/endpoints`, { method: 'POST', token: admin, body: { endpoint: { service_id: service_.id, interface: 'internal', url: 'http://127.0.0.1:9', region_id: 'RegionOne' } } });
+  t.equal(endpoint.status, 201, 'internal endpoint registered');
+  const from = service.output().length;
+  const ids: string[] = [];
+  await waitFor(async () => {
+    for (let index = 0; index < 4; index++) {
+      const answer = await call(`${service.url}/compute/v2.1/servers`, { token: admin });
+      if (answer.status === 404) continue; // the other worker has not heard of the new endpoint yet
+      t.equal(answer.status, 502, 'decided, then refused upstream');
+      ids.push(String(answer.headers['x-openstack-request-id']));
+    }
+    return (gatewayPids(service.output(), from).size === 2 && ids.length >= 8) || ids.length >= 40;
+  }, 'gateway requests on both workers', 30_000);
+  await waitFor(async () => gatewayPids(service.output(), from).size === 2, 'both workers\' gateway log lines', 5_000);
+  t.pass('both workers proxied some');
+
+  // Each looked up several times, on fresh connections: both workers answer for every one.
+  let lookups = 0;
+  for (const id of ids) {
+    for (let attempt = 0; attempt < 3; attempt++, lookups++) {
+      const found = await call(`${service.url}/v3/gateway/decisions/${id}`, { token: admin });
+      t.equal(found.status, 200, `${id}, lookup ${attempt + 1}`);
+      t.match(found.body?.decision, { request_id: id, service: 'compute', status: 502, effect: 'allow' });
+    }
+  }
+  t.equal((await call(`${service.url}/v3/gateway/decisions/req-00000000-0000-4000-8000-000000000000`, { token: admin })).status, 404, 'an unknown id: 404 after both were asked');
+
+  // A replay sees both workers' decisions.
+  const replay = await call(`${service.url}/v3/gateway/policy/replay`, { method: 'POST', token: admin, body: { replay: { files: {}, limit: 10_000 } } });
+  t.equal(replay.status, 200);
+  t.equal(replay.body.replay.decisions, ids.length, `every decision replayed, whichever worker holds it (${ids.length})`);
+});
