@@ -12,7 +12,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { countKernelEvents, shortEventName } from './kernel-events.ts';
+import { countKernelEvents, shortEventName, tcpCounters, tcpGrowth } from './kernel-events.ts';
 import { runPacedScenario, serviceView, type LoadSettings, type ScenarioResult } from './load.ts';
 import { compilePaced, runExternalPaced } from './paced.ts';
 import { cpuTimes, freePort, gcSummary, onCleanup, schedulerCounters, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess, type ThreadCounters } from './processes.ts';
@@ -241,8 +241,9 @@ export async function runIngressBench(context: IngressContext, options: { thread
       const before = cpuTimes(targets[name].pids);
       const scheduledBefore = schedulerCounters(targets[name].pids);
       const counting = options.perfEvents ? await countKernelEvents(targets[name].pids) : undefined;
+      const tcpBefore = options.perfEvents ? tcpCounters() : undefined;
       const report = parseWrk(await wrk(targets[name].url, headers, options.threads, options.connections, options.durationS));
-      const events = await counting?.stop();
+      const events = counting && tcpBefore ? { ...(await counting.stop()), ...tcpGrowth(tcpBefore, tcpCounters()) } : undefined;
       await settle(allPids);
       const after = cpuTimes(targets[name].pids);
       const scheduledAfter = schedulerCounters(targets[name].pids);
@@ -307,6 +308,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
       };
       context.log(`ingress paced ${name}: ${options.paced.duration} s at ${rate} req/s`);
       const started = Date.now();
+      const tcpBefore = tcpCounters();
       // The gateway's own view of the run (warm-up included): its event-loop delay and in-service latency.
       const view = name === 'gateway' && context.metricsUrl ? await serviceView(context.metricsUrl, 'ingress') : undefined;
       const measured =
@@ -319,6 +321,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
             )
           : await runPacedScenario(scenario, options.paced, rate);
       if (view) Object.assign(measured, await view());
+      measured.tcp = tcpGrowth(tcpBefore, tcpCounters());
       // The collections of the measured part only (the warm-up's are left out).
       if (name === 'gateway') paced.gatewayGc = gcSummary(started + options.paced.warmup * 1000, Date.now(), measured.requests);
       paced.results[name] = { ...measured, name: options.pacedRate ? `${name} @ ${rate} req/s` : `${name} @ ${Math.round(options.pacedShare * 100)} % of the gateway's top rate` };
@@ -396,6 +399,14 @@ export function ingressTable(result: IngressResult): string {
         const { scheduler, upstreamScheduler, generatorScheduler } = paced!;
         lines.push(`${name.padEnd(12)}  ${cell(scheduler!.main, 20)}  ${cell(scheduler!.others, 16)}  ${cell(upstreamScheduler?.main, 20)}  ${cell(generatorScheduler, 20)}`);
       }
+    }
+    const withTcp = Object.entries(result.paced.results).filter(([, paced]) => paced?.tcp && Object.keys(paced.tcp).length > 0);
+    if (withTcp.length > 0) {
+      // A segment lost or a window closed stalls its connection for a timer's length, outside any process.
+      lines.push('', `the host's TCP counters over each paced run (warm-up included; /proc/net/snmp, /proc/net/netstat): growth`, '');
+      const names = Object.keys(withTcp[0]![1]!.tcp!);
+      lines.push(`${'counter'.padEnd(22)}${withTcp.map(([name]) => name.padStart(12)).join('')}`);
+      for (const counter of names) lines.push(`${counter.padEnd(22)}${withTcp.map(([, paced]) => String(paced!.tcp![counter] ?? '-').padStart(12)).join('')}`);
     }
     if (result.paced.gatewayAddedP99Ms !== undefined) lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms`);
     const { inServiceMs, eventLoopDelayMs } = result.paced.results.gateway ?? {};

@@ -98,3 +98,45 @@ export async function countKernelEvents(pids: readonly number[], events: readonl
     },
   };
 }
+
+/**
+ * The host's TCP counters (/proc/net/snmp and /proc/net/netstat) that tell how segments went:
+ * segments each way, pure ACKs, delayed ACKs, and the recoveries (retransmits, loss probes,
+ * timeouts, zero-window probes) that stall a connection for tens of milliseconds even on loopback.
+ * System-wide, so read around a run in which only its target, its upstream and the load generator
+ * talk.
+ */
+const TCP_COUNTERS = ['Tcp:InSegs', 'Tcp:OutSegs', 'Tcp:RetransSegs', 'TcpExt:TCPPureAcks', 'TcpExt:DelayedACKs', 'TcpExt:TCPLossProbes', 'TcpExt:TCPTimeouts', 'TcpExt:TCPWinProbe', 'TcpExt:TCPBacklogCoalesce', 'TcpExt:TCPAutoCorking'];
+
+export function tcpCounters(): Record<string, number> {
+  const counters: Record<string, number> = {};
+  for (const file of ['/proc/net/snmp', '/proc/net/netstat']) {
+    let lines: string[];
+    try {
+      lines = readFileSync(file, 'utf8').split('\n');
+    } catch {
+      continue;
+    }
+    // Pairs of lines: `Prefix: name name …` then `Prefix: value value …`.
+    for (let index = 0; index + 1 < lines.length; index += 2) {
+      const names = lines[index]!.split(' ');
+      const values = lines[index + 1]!.split(' ');
+      const prefix = names[0]!;
+      for (let column = 1; column < names.length; column++) {
+        const name = `${prefix}${names[column]}`;
+        if (TCP_COUNTERS.includes(name)) counters[name] = Number(values[column]);
+      }
+    }
+  }
+  return counters;
+}
+
+/** What grew between two readings of tcpCounters(), by short name (`tcp:OutSegs`, `tcp:DelayedACKs`…). */
+export function tcpGrowth(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  const growth: Record<string, number> = {};
+  for (const name of TCP_COUNTERS) {
+    if (before[name] === undefined || after[name] === undefined) continue;
+    growth[`tcp:${name.slice(name.indexOf(':') + 1)}`] = after[name]! - before[name]!;
+  }
+  return growth;
+}

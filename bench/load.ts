@@ -47,6 +47,8 @@ export interface ScenarioResult {
    * arrives while the event loop waits in the run queue waits as long, outside anything the
    * process can measure of itself.
    */
+  /** The host's TCP counters' growth over a paced run (bench/kernel-events.ts tcpCounters). */
+  tcp?: Record<string, number>;
   scheduler?: SchedulerCounters;
   /** The same for the upstream behind a proxy, over the same run. */
   upstreamScheduler?: SchedulerCounters;
