@@ -84,7 +84,7 @@ export interface Config {
   identityPolicyDirectory: string;
   /** POLICY_SHADOW_DIR: a second gateway policy, decided for every proxied request but never enforced (undefined: none). */
   policyShadowDirectory: string | undefined;
-  /** Decisions kept for GET /v3/gateway/decisions/{request_id}: how many (in process, and in Redis with REDIS_URL), how long in Redis, under which key prefix. */
+  /** Decisions kept for GET /v3/gateway/decisions/{request_id}: how many per process, how long what a stopped node left stays in Redis (REDIS_URL), under which key prefix. */
   gatewayDecisions: { kept: number; ttlSeconds: number; keyPrefix: string };
   bodyLimitBytes: number;
   /** Body limit of the routes anyone may call (token issue, password change); at most bodyLimitBytes. */

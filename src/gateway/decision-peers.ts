@@ -8,8 +8,8 @@ interface Logger {
 /** What this node answers other nodes with: a decision's record text (one JSON line), or none. */
 export interface DecisionAnswers {
   find(requestId: string): string | undefined;
-  /** This node's last `limit` records, newest first. */
-  latest(limit: number): string[];
+  /** Up to `count` of this node's records, newest first, from the `skip`-th newest on. */
+  latest(skip: number, count: number): string[];
 }
 
 /**
@@ -28,7 +28,14 @@ export interface DecisionPeers {
 
 /** How long a question waits for the nodes that heard it (a node in a silent partition never answers). */
 export const PEER_ANSWER_TIMEOUT_MS = 1000;
+/**
+ * Records per answer message. A node's answer to `latest` goes in parts, the event loop free between
+ * them: the whole ring (10,000 records, ~6 MB) built and sent at once held every node's proxying for
+ * 33–44 ms, and a ring of a million would not fit in one string.
+ */
+export const ANSWER_PART_RECORDS = 500;
 const NEWLINE = 10;
+const TAB = 9;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 function isUuid(value: unknown): value is string {
@@ -38,6 +45,7 @@ function isUuid(value: unknown): value is string {
 interface Question {
   /** Other nodes that heard it, once PUBLISH has said (undefined before). */
   heard: number | undefined;
+  /** Nodes whose answer has come whole (its last part). */
   answered: number;
   records: Buffer[];
   /** True for find: the first record ends the question. */
@@ -49,8 +57,10 @@ interface Question {
  * Questions and answers over Redis pub/sub. A question goes to `<prefix>questions`, which every node
  * subscribes to; each other node answers on `<prefix>answers:<asker>`. PUBLISH says how many nodes
  * heard a question, so the asker waits for exactly those (itself among them, not answering), at
- * most PEER_ANSWER_TIMEOUT_MS. An answer is the question's id on its first line, then a record per
- * line (JSON escapes line breaks inside one).
+ * most PEER_ANSWER_TIMEOUT_MS. (A client that is no node, a monitor's PSUBSCRIBE, is counted too:
+ * while one listens, every miss waits the whole timeout.) An answer comes in parts of at most
+ * ANSWER_PART_RECORDS records: each part is the question's id, a tab and `1` on its last part (`0`
+ * before), on its first line, then a record per line (JSON escapes line breaks inside one).
  */
 export class RedisDecisionPeers implements DecisionPeers {
   private readonly node = randomUUID();
@@ -59,7 +69,8 @@ export class RedisDecisionPeers implements DecisionPeers {
   private readonly answersChannel: string;
   private readonly questions = new Map<string, Question>();
   private answers: DecisionAnswers | undefined;
-  private warned = false;
+  /** Warnings given since Redis last answered (each once, not once per question). */
+  private readonly warned = new Set<string>();
   private readonly subscribed: Promise<void>;
 
   /**
@@ -76,7 +87,14 @@ export class RedisDecisionPeers implements DecisionPeers {
     this.questionsChannel = `${keyPrefix}questions`;
     this.answersPrefix = `${keyPrefix}answers:`;
     this.answersChannel = `${this.answersPrefix}${this.node}`;
-    subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => this.received(channel.toString('latin1'), message));
+    subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => {
+      // Inside ioredis's data handler: a throw here would end the process.
+      try {
+        this.received(channel.toString('utf8'), message);
+      } catch (error) {
+        this.warnOnce(error, 'a gateway decision question or answer could not be handled');
+      }
+    });
     subscriber.on('error', () => {});
     // On every (re)connection: a subscription made before an outage may not be the server's now.
     this.subscribed = new Promise((resolve) => {
@@ -132,6 +150,7 @@ export class RedisDecisionPeers implements DecisionPeers {
       this.questions.set(id, question);
       this.publisher.publish(this.questionsChannel, JSON.stringify({ id, from: this.node, ...what })).then(
         (heard) => {
+          this.warned.clear();
           // The asker hears its own question too.
           question.heard = heard - 1;
           if (question.answered >= question.heard) finish();
@@ -151,9 +170,12 @@ export class RedisDecisionPeers implements DecisionPeers {
 
   private answered(message: Buffer): void {
     const end = message.indexOf(NEWLINE);
-    const question = this.questions.get(message.toString('latin1', 0, end < 0 ? message.length : end));
+    const head = end < 0 ? message : message.subarray(0, end);
+    const tab = head.indexOf(TAB);
+    if (tab < 0) return;
+    const question = this.questions.get(head.toString('latin1', 0, tab));
     if (!question) return; // answered after the timeout
-    question.answered += 1;
+    if (head.toString('latin1', tab + 1) === '1') question.answered += 1;
     for (let start = end + 1; end >= 0 && start < message.length; ) {
       let stop = message.indexOf(NEWLINE, start);
       if (stop < 0) stop = message.length;
@@ -170,23 +192,39 @@ export class RedisDecisionPeers implements DecisionPeers {
     } catch {
       return;
     }
-    if (!this.answers || !isUuid(question?.id) || !isUuid(question.from) || question.from === this.node) return;
-    let records: string[];
+    const answers = this.answers;
+    if (!answers || !isUuid(question?.id) || !isUuid(question.from) || question.from === this.node) return;
+    const channel = `${this.answersPrefix}${question.from}`;
+    const id = question.id;
     if (typeof question.find === 'string') {
-      const record = this.answers.find(question.find);
-      records = record === undefined ? [] : [record];
+      const record = answers.find(question.find);
+      this.send(channel, `${id}\t1${record === undefined ? '' : `\n${record}`}`);
     } else if (Number.isSafeInteger(question.latest) && (question.latest as number) > 0) {
-      records = this.answers.latest(question.latest as number);
-    } else return;
-    const answer = records.length === 0 ? question.id : `${question.id}\n${records.join('\n')}`;
-    this.publisher.publish(`${this.answersPrefix}${question.from}`, answer).catch((error: unknown) => {
+      const limit = question.latest as number;
+      // One part now, the next once the event loop has served what waits.
+      const part = (skip: number) => {
+        try {
+          const records = answers.latest(skip, Math.min(ANSWER_PART_RECORDS, limit - skip));
+          const last = records.length < ANSWER_PART_RECORDS || skip + records.length >= limit;
+          this.send(channel, `${id}\t${last ? 1 : 0}${records.length === 0 ? '' : `\n${records.join('\n')}`}`);
+          if (!last) setImmediate(() => part(skip + records.length));
+        } catch (error) {
+          this.warnOnce(error, 'a gateway decision question could not be answered');
+        }
+      };
+      part(0);
+    }
+  }
+
+  private send(channel: string, answer: string): void {
+    this.publisher.publish(channel, answer).catch((error: unknown) => {
       this.warnOnce(error, 'Redis unreachable: this node\'s gateway decisions cannot be given to the others');
     });
   }
 
   private warnOnce(error: unknown, message: string): void {
-    if (this.warned) return;
-    this.warned = true;
+    if (this.warned.has(message)) return;
+    this.warned.add(message);
     this.log.warn({ err: error instanceof Error ? error.message : String(error) }, message);
   }
 }

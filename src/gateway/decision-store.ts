@@ -20,6 +20,8 @@ export interface DecisionStoreOptions {
   redis?: { client: Redis; keyPrefix: string; ttlSeconds: number; log: Logger } | undefined;
   /** With REDIS_URL: the other nodes, asked for decisions this node does not hold. */
   peers?: DecisionPeers | undefined;
+  /** How many stopped nodes' rings Redis keeps (RETIRED_RINGS). */
+  retiredRings?: number;
 }
 
 /**
@@ -89,8 +91,14 @@ export function decisionKeys(keyPrefix: string): { batches: string; sizes: strin
   return { batches: `${keyPrefix}batches`, sizes: `${keyPrefix}batch-sizes`, count: `${keyPrefix}count` };
 }
 
-/** Records per batch when a stopping node leaves its ring in Redis (~500 KB a batch). */
+/** Records per batch when a stopping node leaves its ring in Redis (~600 KB a batch). */
 const RETIRED_BATCH = 1000;
+/**
+ * Redis keeps what stopped nodes left up to this many rings (`kept` records each): a rolling restart
+ * of up to this many nodes loses none of their decisions (within the TTL), where a bound of one
+ * ring let each stopping node push out the one before.
+ */
+export const RETIRED_RINGS = 8;
 
 /** Request ids the gateway issues (req-<uuid>); anything else is looked up nowhere. */
 const REQUEST_ID = /^req-[0-9a-f-]{36}$/;
@@ -146,8 +154,11 @@ export class DecisionStore {
   private readonly subjectFragments = new WeakMap<PolicySubject, string>();
   private count = 0;
   private next = 0;
-  private warned = false;
+  /** Warnings given since Redis last answered (each once, not once per lookup). */
+  private readonly warned = new Set<string>();
   private readonly keys: ReturnType<typeof decisionKeys> | undefined;
+  /** How many records Redis keeps of stopped nodes (RETIRED_RINGS rings). */
+  private readonly retiredBound: number;
 
   constructor(private readonly options: DecisionStoreOptions) {
     const size = Math.max(options.kept, 1);
@@ -172,14 +183,15 @@ export class DecisionStore {
     this.shadows = slots();
     this.subjects = slots();
     this.keys = options.redis && decisionKeys(options.redis.keyPrefix);
+    this.retiredBound = options.kept * (options.retiredRings ?? RETIRED_RINGS);
     options.peers?.answerWith({
       find: (requestId) => {
         const slot = this.slotOf(requestId);
         return slot < 0 ? undefined : this.recordJson(slot);
       },
-      latest: (limit) => {
+      latest: (skip, count) => {
         const records: string[] = [];
-        for (let step = 1; step <= this.count && step <= limit; step++) records.push(this.recordJson(this.slotBefore(step)));
+        for (let step = skip + 1; step <= this.count && records.length < count; step++) records.push(this.recordJson(this.slotBefore(step)));
         return records;
       },
     });
@@ -234,8 +246,9 @@ export class DecisionStore {
         const to = Math.max(from - RETIRED_BATCH + 1, 1);
         for (let step = from; step >= to; step--) records.push(this.recordJson(this.slotBefore(step)));
         const newest = this.times[this.slotBefore(to)]!;
-        await redis.client.eval(RECORD_SCRIPT, 3, keys.batches, keys.sizes, keys.count, this.options.kept, records.length, redis.ttlSeconds, Math.floor(newest), `${records.join('\n')}\n`);
+        await redis.client.eval(RECORD_SCRIPT, 3, keys.batches, keys.sizes, keys.count, this.retiredBound, records.length, redis.ttlSeconds, Math.floor(newest), `${records.join('\n')}\n`);
       }
+      this.warned.clear();
     } catch (error) {
       this.warnOnce(error, 'Redis unreachable: this node\'s gateway decisions are lost as it stops');
     }
@@ -326,6 +339,7 @@ export class DecisionStore {
         found = this.readRecord(record, true);
         return found === undefined;
       });
+      this.warned.clear();
     } catch (error) {
       this.warnOnce(error, 'Redis unreachable: the gateway decisions of stopped nodes cannot be looked up');
       return undefined;
@@ -346,13 +360,15 @@ export class DecisionStore {
       if (entry) latest.push(entry);
     }
     if (this.options.redis) {
-      let left = limit;
       try {
+        // Every one: Redis orders the batches by when their node stopped, not by their records'
+        // times (an idle node that stops later left older decisions in front).
         await this.eachKeptInRedis((record) => {
           const entry = this.readRecord(record, true);
           if (entry) latest.push(entry);
-          return --left > 0;
+          return true;
         });
+        this.warned.clear();
       } catch (error) {
         this.warnOnce(error, 'Redis unreachable: replaying without the decisions of stopped nodes');
       }
@@ -364,8 +380,9 @@ export class DecisionStore {
   }
 
   /**
-   * Calls `visit` with each record in Redis, newest first, until it returns false or `kept` records
-   * have been visited: Redis may hold up to a batch more than the bound (it drops whole batches),
+   * Calls `visit` with each record in Redis (the last stopped node's first, each node's newest
+   * first), until it returns false or the bound's records (RETIRED_RINGS rings of `kept`) have been
+   * visited: Redis may hold up to a batch more than the bound (it drops whole batches),
    * and those are never answered. Batches are read a few at a time while other nodes push new ones
    * in front, which moves those already read into the next read: a batch is known by its first
    * record (its request id is in it) and visited once.
@@ -385,7 +402,7 @@ export class DecisionStore {
         let end = batch.length - 1;
         while (end > 0) {
           const start = batch.lastIndexOf(NEWLINE, end - 1) + 1;
-          if (visited === this.options.kept || !visit(batch.subarray(start, end))) return;
+          if (visited === this.retiredBound || !visit(batch.subarray(start, end))) return;
           visited += 1;
           end = start - 1;
         }
@@ -412,8 +429,8 @@ export class DecisionStore {
   }
 
   private warnOnce(error: unknown, message: string): void {
-    if (this.warned) return;
-    this.warned = true;
+    if (this.warned.has(message)) return;
+    this.warned.add(message);
     this.options.redis?.log.warn({ err: error instanceof Error ? error.message : String(error) }, message);
   }
 }

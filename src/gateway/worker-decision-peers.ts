@@ -91,7 +91,7 @@ export class WorkerDecisionPeers implements DecisionPeers {
       if (typeof message.find === 'string') {
         const record = this.answers.find(message.find);
         if (record !== undefined) answer = [record];
-      } else if (Number.isSafeInteger(message.latest) && message.latest > 0) answer = this.answers.latest(message.latest);
+      } else if (Number.isSafeInteger(message.latest) && message.latest > 0) answer = this.answers.latest(0, message.latest);
       process.send(envelope({ type: 'answer', id: message.id, records: answer }), undefined, undefined, () => {});
     }
   }

@@ -198,14 +198,15 @@ t.test('with Redis: the other nodes are asked; a stopping node leaves its decisi
 });
 
 // A node that hears a question and never answers (a silent partition) costs the asker the timeout,
-// not a hang; what arrives after it is dropped.
+// not a hang; an answer after it is dropped; questions that are not ours are never answered.
 t.test('with Redis: a node that does not answer delays a lookup by the timeout only', async (t) => {
   const { testRedis } = await import('../helpers/redis.ts');
   const { RedisDecisionPeers } = await import('../../src/gateway/decision-peers.ts');
   const redis = await testRedis(t);
   if (!redis) return t.plan(0, 'no Redis');
   const keyPrefix = `${redis.prefix}decision:`;
-  const log = { warn: () => {} };
+  const warnings: string[] = [];
+  const log = { warn: (_object: object, message: string) => warnings.push(message) };
   const silent = redis.redis.duplicate();
   t.teardown(() => silent.disconnect());
   const heard: string[] = [];
@@ -219,11 +220,132 @@ t.test('with Redis: a node that does not answer delays a lookup by the timeout o
   t.equal(await store.find('req-00000000-0000-4000-8000-000000000000'), undefined);
   const waited = performance.now() - started;
   t.ok(waited >= 290 && waited < 3000, `answered after the timeout (${Math.round(waited)} ms)`);
-  t.match(JSON.parse(heard[0]!), { find: 'req-00000000-0000-4000-8000-000000000000' }, 'the question was heard');
-  // Garbage on the questions channel is ignored, and answers to no question are dropped.
-  await redis.redis.publish(`${keyPrefix}questions`, 'not json');
-  await redis.redis.publish(`${keyPrefix}questions`, JSON.stringify({ id: 'x\ny', from: 'z', latest: 5 }));
-  t.same(await store.latest(5), []);
+  const question = JSON.parse(heard[0]!) as { id: string; from: string };
+  t.match(question, { find: 'req-00000000-0000-4000-8000-000000000000' }, 'the question was heard');
+  t.equal((exchange as unknown as { questions: Map<string, unknown> }).questions.size, 0, 'nothing left waiting');
+
+  // The silent node answers at last: dropped, nothing thrown.
+  const late = proxied();
+  const lateStore = new DecisionStore({ kept: 1, clock: { now: () => 0 } });
+  lateStore.record(late, outcomeOf(late, 200, 1));
+  await redis.redis.publish(`${keyPrefix}answers:${question.from}`, `${question.id}\t1\n${JSON.stringify((await lateStore.latest(1))[0])}`);
+
+  // A node that would answer (it holds a decision) hears garbage and malformed questions: none is answered.
+  const answering = new RedisDecisionPeers(redis.redis, redis.redis.duplicate(), keyPrefix, log);
+  t.teardown(() => answering.close());
+  await answering.start();
+  const holder = new DecisionStore({ kept: 10, clock: { now: () => 0 }, peers: answering });
+  holder.record(late, outcomeOf(late, 200, 1));
+  const monitor = redis.redis.duplicate();
+  t.teardown(() => monitor.disconnect());
+  const answers: string[] = [];
+  monitor.on('pmessage', (_pattern: string, _channel: string, message: string) => answers.push(message));
+  await monitor.psubscribe(`${keyPrefix}answers:*`);
+  const uuid = '00000000-0000-4000-8000-000000000001';
+  for (const garbage of ['not json', JSON.stringify({ id: 'x\ny', from: uuid, latest: 5 }), JSON.stringify({ id: uuid, from: 'z\n', latest: 5 }), JSON.stringify({ id: uuid, from: uuid, latest: -1 }), JSON.stringify({ id: uuid, from: uuid, latest: 1e300 }), JSON.stringify({ id: uuid, from: uuid })]) {
+    await redis.redis.publish(`${keyPrefix}questions`, garbage);
+  }
+  // A well-formed question last: its answer shows the ones before were read and left unanswered.
+  await redis.redis.publish(`${keyPrefix}questions`, JSON.stringify({ id: uuid, from: uuid, find: late.requestId }));
+  for (let attempt = 0; attempt < 200 && answers.length < 2; attempt++) await new Promise((resolve) => setTimeout(resolve, 5));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.same(answers.map((answer) => answer.split('\n')[0]), [`${uuid}\t1`, `${uuid}\t1`], 'only the well-formed question is answered, by both nodes');
+  t.equal(answers.filter((answer) => answer.includes(late.requestId)).length, 1, 'with the record by the node that holds it');
+  t.same(warnings, []);
+});
+
+// A rolling restart: every stopping node leaves its ring, and Redis keeps RETIRED_RINGS of them, so
+// the nodes that stopped first are not pushed out by those after; what is answered is ordered by
+// the records' times, not by when their node stopped.
+t.test('with Redis: after a rolling restart every stopped node\'s decisions are found, newest first by time', async (t) => {
+  const { testRedis } = await import('../helpers/redis.ts');
+  const redis = await testRedis(t);
+  if (!redis) return t.plan(0, 'no Redis');
+  const keyPrefix = `${redis.prefix}decision:`;
+  const start = Date.UTC(2026, 11, 1);
+  let now = start;
+  const options = { kept: 3, clock: { now: () => now }, redis: { client: redis.redis, keyPrefix, ttlSeconds: 600, log: { warn: () => {} } } };
+  const ids: Record<string, string[]> = {};
+  // A at +0..2 s, B at +10..12 s, C (idle since) at +5..7 s; they stop in that order.
+  for (const [node, from] of [['A', 0], ['B', 10_000], ['C', 5_000]] as const) {
+    const store = new DecisionStore(options);
+    ids[node] = [];
+    for (let index = 0; index < 3; index++) {
+      now = start + from + index * 1000;
+      const request = proxied();
+      ids[node].push(request.requestId);
+      store.record(request, outcomeOf(request, 200, 1));
+    }
+    await store.retire();
+  }
+  now = start + 20_000;
+  const keys = decisionKeys(keyPrefix);
+  t.same(await redis.redis.lrange(keys.sizes, 0, -1), [`3 ${start + 7000}`, `3 ${start + 12_000}`, `3 ${start + 2000}`], 'a batch per node, with its newest record\'s time');
+  const survivor = new DecisionStore(options);
+  for (const id of [...ids.A!, ...ids.B!, ...ids.C!]) t.match(await survivor.find(id), { request_id: id }, `${id} found`);
+  t.same((await survivor.latest(4)).map((entry) => entry.decision.request_id), [ids.B![2], ids.B![1], ids.B![0], ids.C![2]], 'the newest by time, though C stopped last');
+  t.equal((await survivor.latest(100)).length, 9);
+});
+
+// A node's answer to `latest` goes in parts (ANSWER_PART_RECORDS), the event loop free between them.
+t.test('with Redis: a ring larger than a part is answered in parts, all of it', async (t) => {
+  const { testRedis } = await import('../helpers/redis.ts');
+  const { RedisDecisionPeers, ANSWER_PART_RECORDS } = await import('../../src/gateway/decision-peers.ts');
+  const redis = await testRedis(t);
+  if (!redis) return t.plan(0, 'no Redis');
+  const keyPrefix = `${redis.prefix}decision:`;
+  const log = { warn: () => {} };
+  const exchanges = [0, 1].map(() => new RedisDecisionPeers(redis.redis, redis.redis.duplicate(), keyPrefix, log));
+  for (const exchange of exchanges) t.teardown(() => exchange.close());
+  await Promise.all(exchanges.map((exchange) => exchange.start()));
+  const holder = new DecisionStore({ kept: 1200, clock: { now: () => 0 }, peers: exchanges[0] });
+  const asker = new DecisionStore({ kept: 1200, clock: { now: () => 0 }, peers: exchanges[1] });
+  const monitor = redis.redis.duplicate();
+  t.teardown(() => monitor.disconnect());
+  const parts: string[] = [];
+  monitor.on('pmessage', (_pattern: string, _channel: string, message: string) => parts.push(message));
+  await monitor.psubscribe(`${keyPrefix}answers:*`);
+  const ids: string[] = [];
+  for (let index = 0; index < 1100; index++) {
+    const request = proxied();
+    ids.push(request.requestId);
+    holder.record(request, outcomeOf(request, 200, 1));
+  }
+  const latest = await asker.latest(1200);
+  t.same(latest.map((entry) => entry.decision.request_id), ids.slice().reverse(), 'every record, newest first');
+  // The monitor's copies come on a connection of their own.
+  for (let attempt = 0; attempt < 200 && parts.length < 3; attempt++) await new Promise((resolve) => setTimeout(resolve, 5));
+  t.same(parts.map((part) => part.split('\n').length - 1), [ANSWER_PART_RECORDS, ANSWER_PART_RECORDS, 1100 - 2 * ANSWER_PART_RECORDS], 'in parts');
+  t.same(parts.map((part) => part.split('\n')[0]!.split('\t')[1]), ['0', '0', '1'], 'the last marked');
+  t.same((await asker.latest(700)).map((entry) => entry.decision.request_id), ids.slice(-700).reverse(), 'a limit between parts');
+});
+
+// The subscribed connection is lost (a Redis restart, a proxy's idle cut): it subscribes again.
+t.test('with Redis: after the subscribed connection is cut, the node asks and answers again', async (t) => {
+  const { testRedis, TEST_REDIS_URL } = await import('../helpers/redis.ts');
+  const { Redis } = await import('ioredis');
+  const { RedisDecisionPeers } = await import('../../src/gateway/decision-peers.ts');
+  const redis = await testRedis(t);
+  if (!redis) return t.plan(0, 'no Redis');
+  const keyPrefix = `${redis.prefix}decision:`;
+  const log = { warn: () => {} };
+  const subscribers = [0, 1].map(() => new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, retryStrategy: () => 50 }));
+  const clientIds = await Promise.all(subscribers.map((subscriber) => subscriber.client('ID') as Promise<number>));
+  const exchanges = subscribers.map((subscriber) => new RedisDecisionPeers(redis.redis, subscriber, keyPrefix, log));
+  for (const exchange of exchanges) t.teardown(() => exchange.close());
+  await Promise.all(exchanges.map((exchange) => exchange.start()));
+  const holder = new DecisionStore({ kept: 10, clock: { now: () => 0 }, peers: exchanges[0] });
+  const asker = new DecisionStore({ kept: 10, clock: { now: () => 0 }, peers: exchanges[1] });
+  const request = proxied();
+  holder.record(request, outcomeOf(request, 200, 1));
+  t.match(await asker.find(request.requestId), { request_id: request.requestId }, 'before');
+  for (const id of clientIds) await redis.redis.client('KILL', 'ID', String(id));
+  let found: unknown;
+  for (let attempt = 0; attempt < 40 && !found; attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    found = await asker.find(request.requestId);
+  }
+  t.match(found, { request_id: request.requestId }, 'after both subscribed again');
 });
 
 // Redis drops whole batches, so it may hold up to a batch more than the bound, and drops a batch by
@@ -234,7 +356,8 @@ t.test('with Redis: the bound and the TTL, in what Redis keeps and in what is an
   if (!redis) return t.plan(0, 'no Redis');
   const start = Date.UTC(2026, 11, 1);
   let now = start;
-  const options = { clock: { now: () => now }, redis: { client: redis.redis, keyPrefix: `${redis.prefix}decision:`, ttlSeconds: 60, log: { warn: () => {} } } };
+  // Redis bounded to one ring (`kept`), as a deployment of one node at a time sees it.
+  const options = { clock: { now: () => now }, retiredRings: 1, redis: { client: redis.redis, keyPrefix: `${redis.prefix}decision:`, ttlSeconds: 60, log: { warn: () => {} } } };
   const other = new DecisionStore({ kept: 3, ...options });
   const keys = decisionKeys(`${redis.prefix}decision:`);
   const sizes = async () => (await redis.redis.lrange(keys.sizes, 0, -1)).map((entry) => Number(entry.split(' ')[0]));
@@ -279,7 +402,7 @@ t.test('with Redis: after any one of its keys is lost, the bound holds again', a
   if (!redis) return t.plan(0, 'no Redis');
   for (const lost of ['batches', 'sizes', 'count'] as const) {
     const keyPrefix = `${redis.prefix}${lost}:`;
-    const options = { clock: { now: () => Date.UTC(2026, 11, 1) }, redis: { client: redis.redis, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } };
+    const options = { clock: { now: () => Date.UTC(2026, 11, 1) }, retiredRings: 1, redis: { client: redis.redis, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } };
     const other = new DecisionStore({ kept: 3, ...options });
     const keys = decisionKeys(keyPrefix);
     const { ids, send: batch } = batches({ kept: 3, ...options });
@@ -302,7 +425,7 @@ t.test('with Redis: reading across round trips, while batches are written, visit
   if (!redis) return t.plan(0, 'no Redis');
   const keyPrefix = `${redis.prefix}decision:`;
   const clock = { now: () => Date.UTC(2026, 11, 1) };
-  const { ids, send: batch } = batches({ kept: 20, clock, redis: { client: redis.redis, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } });
+  const { ids, send: batch } = batches({ kept: 20, clock, retiredRings: 1, redis: { client: redis.redis, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } });
   for (let index = 0; index < 20; index++) await batch();
   const before = ids.slice();
   let reads = 0;
@@ -320,7 +443,7 @@ t.test('with Redis: reading across round trips, while batches are written, visit
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
-  const reader = new DecisionStore({ kept: 20, clock, redis: { client: writing, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } });
+  const reader = new DecisionStore({ kept: 20, clock, retiredRings: 1, redis: { client: writing, keyPrefix, ttlSeconds: 60, log: { warn: () => {} } } });
   const latest = (await reader.latest(20)).map((entry) => entry.decision.request_id);
   t.ok(reads >= 3, `read in ${reads} round trips`);
   t.same(latest.slice(0, 17), before.slice(3).reverse(), 'newest first, none twice, none skipped');
@@ -332,17 +455,20 @@ t.test('with Redis: reading across round trips, while batches are written, visit
 
 // A ring larger than a batch leaves in several, oldest first, so Redis's newest batch holds the newest.
 t.test('with Redis: a stopping node\'s ring goes in batches of 1,000, the newest last', async (t) => {
-  const sent: { size: unknown; batch: string }[] = [];
-  const client = { eval: async (...args: unknown[]) => void sent.push({ size: args[6], batch: String(args.at(-1)) }) } as never;
-  const store = new DecisionStore({ kept: 2500, clock: { now: () => 0 }, redis: { client, keyPrefix: 'k:', ttlSeconds: 60, log: { warn: () => {} } } });
+  const sent: { size: unknown; newest: unknown; batch: string }[] = [];
+  const client = { eval: async (...args: unknown[]) => void sent.push({ size: args[6], newest: args[8], batch: String(args.at(-1)) }) } as never;
+  let now = 0;
+  const store = new DecisionStore({ kept: 2500, clock: { now: () => now }, redis: { client, keyPrefix: 'k:', ttlSeconds: 60, log: { warn: () => {} } } });
   const ids: string[] = [];
   for (let index = 0; index < 2600; index++) {
+    now = 1_000_000 + index;
     const request = proxied();
     ids.push(request.requestId);
     store.record(request, outcomeOf(request, 200, 1));
   }
   await store.retire();
   t.same(sent.map((command) => command.size), [1000, 1000, 500]);
+  t.same(sent.map((command) => command.newest), [1_000_000 + 1099, 1_000_000 + 2099, 1_000_000 + 2599], 'each with its newest record\'s time');
   t.ok(sent[0]!.batch.startsWith(`{"decision":{"request_id":"${ids[100]}"`), 'the oldest kept first');
   t.ok(sent[2]!.batch.trimEnd().split('\n').at(-1)!.startsWith(`{"decision":{"request_id":"${ids[2599]}"`), 'the newest last');
 });
@@ -421,9 +547,10 @@ t.test('with Redis unreachable: this node\'s decisions, and one warning', async 
   const second = proxied();
   store.record(second, outcomeOf(second, 200, 1));
   t.equal(await store.find('req-00000000-0000-4000-8000-000000000000'), undefined, 'another node\'s: not found, no error');
-  t.same(warnings, ['Redis unreachable: the gateway decisions of stopped nodes cannot be looked up']);
+  t.equal(await store.find('req-00000000-0000-4000-8000-000000000001'), undefined);
+  t.same(warnings, ['Redis unreachable: the gateway decisions of stopped nodes cannot be looked up'], 'a warning once, not per lookup');
   await store.retire();
-  t.same(warnings, ['Redis unreachable: the gateway decisions of stopped nodes cannot be looked up'], 'once');
+  t.same(warnings.slice(1), ['Redis unreachable: this node\'s gateway decisions are lost as it stops'], 'another failure is still told');
   t.match(await store.find(first.requestId), { request_id: first.requestId }, 'its own, from the ring');
   t.equal(await store.find('req-00000000-0000-4000-8000-000000000000'), undefined, 'another node\'s: not found, no error');
   t.same((await store.latest(10)).map((entry) => entry.decision.request_id), [second.requestId, first.requestId], 'latest falls back to the ring');
