@@ -169,6 +169,7 @@ export class WorkerSupervisor {
       new Promise((resolve) => {
         worker.once('exit', (code: number | null) => {
           this.exits.delete(worker);
+          this.decisions.forget(worker);
           resolve(code);
         });
       }),

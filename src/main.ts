@@ -69,7 +69,7 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
     migrate: false,
     // Without Redis, siblings hear of each other's changes, and answer each other's decision
     // lookups, through the primary.
-    ...(config.redisUrl ? {} : { eventBus: new WorkerEventBus(), decisionPeers: new WorkerDecisionPeers() }),
+    ...(config.redisUrl ? {} : { eventBus: new WorkerEventBus(), ...(config.gatewayDecisions.kept > 0 ? { decisionPeers: new WorkerDecisionPeers() } : {}) }),
   });
   await app.server.listen({ port: config.port, host: config.host });
   stopOnSignals(log, () => drain(app, config, log));

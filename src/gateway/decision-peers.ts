@@ -8,8 +8,13 @@ interface Logger {
 /** What this node answers other nodes with: a decision's record text (one JSON line), or none. */
 export interface DecisionAnswers {
   find(requestId: string): string | undefined;
-  /** Up to `count` of this node's records, newest first, from the `skip`-th newest on. */
-  latest(skip: number, count: number): string[];
+  /** One past the newest record's sequence number (records are numbered as they are made). */
+  head(): number;
+  /**
+   * The records numbered `end - count` … `end - 1` that are still kept, newest first. By number, so
+   * that parts of one answer neither repeat nor skip records made between them.
+   */
+  before(end: number, count: number): string[];
 }
 
 /**
@@ -36,6 +41,45 @@ export const PEER_ANSWER_TIMEOUT_MS = 1000;
 export const ANSWER_PART_RECORDS = 500;
 const NEWLINE = 10;
 const TAB = 9;
+
+/**
+ * Answers a `latest` question in parts: `send(records, last)` for each, the event loop free between
+ * them; stops (with a last, empty part) once `deadline` (performance.now()) has passed, for the
+ * asker has stopped waiting, or `stopped()` says this node is closing. A part that cannot be made
+ * is told to `failed` and ends the answer (never a throw: this runs from the event loop).
+ */
+export function answerInParts(
+  answers: DecisionAnswers,
+  limit: number,
+  deadline: number,
+  stopped: () => boolean,
+  send: (records: string[], last: boolean) => void,
+  failed: (error: unknown) => void,
+): void {
+  let end = answers.head();
+  let sent = 0;
+  const part = () => {
+    try {
+      if (stopped() || performance.now() > deadline) return send([], true);
+      const wanted = Math.min(ANSWER_PART_RECORDS, limit - sent);
+      const records = answers.before(end, wanted);
+      sent += records.length;
+      end -= wanted;
+      // Fewer than asked: the ring ends (or was overwritten) below them.
+      const last = records.length < wanted || sent >= limit;
+      send(records, last);
+      if (!last) setImmediate(part);
+    } catch (error) {
+      failed(error);
+      try {
+        send([], true);
+      } catch {
+        // Nothing more to do: the asker's timeout ends its wait.
+      }
+    }
+  };
+  part();
+}
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 function isUuid(value: unknown): value is string {
@@ -72,6 +116,7 @@ export class RedisDecisionPeers implements DecisionPeers {
   /** Warnings given since Redis last answered (each once, not once per question). */
   private readonly warned = new Set<string>();
   private readonly subscribed: Promise<void>;
+  private closed = false;
 
   /**
    * `publisher` is a command connection shared with others; `subscriber` is this exchange's own
@@ -133,6 +178,7 @@ export class RedisDecisionPeers implements DecisionPeers {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     for (const question of this.questions.values()) question.done();
     this.subscriber.disconnect();
   }
@@ -171,11 +217,11 @@ export class RedisDecisionPeers implements DecisionPeers {
   private answered(message: Buffer): void {
     const end = message.indexOf(NEWLINE);
     const head = end < 0 ? message : message.subarray(0, end);
+    // `<id>\t<1 on the last part, else 0>`; a bare id is a whole answer (nodes of 2026-12-01's first version).
     const tab = head.indexOf(TAB);
-    if (tab < 0) return;
-    const question = this.questions.get(head.toString('latin1', 0, tab));
+    const question = this.questions.get(head.toString('latin1', 0, tab < 0 ? head.length : tab));
     if (!question) return; // answered after the timeout
-    if (head.toString('latin1', tab + 1) === '1') question.answered += 1;
+    if (tab < 0 || head.toString('latin1', tab + 1) === '1') question.answered += 1;
     for (let start = end + 1; end >= 0 && start < message.length; ) {
       let stop = message.indexOf(NEWLINE, start);
       if (stop < 0) stop = message.length;
@@ -200,24 +246,15 @@ export class RedisDecisionPeers implements DecisionPeers {
       const record = answers.find(question.find);
       this.send(channel, `${id}\t1${record === undefined ? '' : `\n${record}`}`);
     } else if (Number.isSafeInteger(question.latest) && (question.latest as number) > 0) {
-      const limit = question.latest as number;
-      // One part now, the next once the event loop has served what waits.
-      const part = (skip: number) => {
-        try {
-          const records = answers.latest(skip, Math.min(ANSWER_PART_RECORDS, limit - skip));
-          const last = records.length < ANSWER_PART_RECORDS || skip + records.length >= limit;
-          this.send(channel, `${id}\t${last ? 1 : 0}${records.length === 0 ? '' : `\n${records.join('\n')}`}`);
-          if (!last) setImmediate(() => part(skip + records.length));
-        } catch (error) {
-          this.warnOnce(error, 'a gateway decision question could not be answered');
-        }
-      };
-      part(0);
+      answerInParts(answers, question.latest as number, performance.now() + this.timeoutMs, () => this.closed, (records, last) =>
+        this.send(channel, `${id}\t${last ? 1 : 0}${records.length === 0 ? '' : `\n${records.join('\n')}`}`),
+        (error) => this.warnOnce(error, 'a gateway decision question could not be answered'),
+      );
     }
   }
 
   private send(channel: string, answer: string): void {
-    this.publisher.publish(channel, answer).catch((error: unknown) => {
+    this.publisher.publish(channel, answer).then(() => this.warned.clear(), (error: unknown) => {
       this.warnOnce(error, 'Redis unreachable: this node\'s gateway decisions cannot be given to the others');
     });
   }

@@ -154,6 +154,8 @@ export class DecisionStore {
   private readonly subjectFragments = new WeakMap<PolicySubject, string>();
   private count = 0;
   private next = 0;
+  /** Decisions recorded since start: the next one's sequence number (answers to other nodes go in parts, by number). */
+  private recorded = 0;
   /** Warnings given since Redis last answered (each once, not once per lookup). */
   private readonly warned = new Set<string>();
   private readonly keys: ReturnType<typeof decisionKeys> | undefined;
@@ -189,9 +191,13 @@ export class DecisionStore {
         const slot = this.slotOf(requestId);
         return slot < 0 ? undefined : this.recordJson(slot);
       },
-      latest: (skip, count) => {
+      head: () => this.recorded,
+      before: (end, count) => {
         const records: string[] = [];
-        for (let step = skip + 1; step <= this.count && records.length < count; step++) records.push(this.recordJson(this.slotBefore(step)));
+        // Sequence numbers still in the ring: recorded - count … recorded - 1.
+        for (let sequence = Math.min(end, this.recorded) - 1; sequence >= Math.max(end - count, this.recorded - this.count); sequence--) {
+          records.push(this.recordJson(this.slotBefore(this.recorded - sequence)));
+        }
         return records;
       },
     });
@@ -230,6 +236,7 @@ export class DecisionStore {
     this.subjects[slot] = proxied.subject;
     this.next = slot + 1 === this.size ? 0 : slot + 1;
     if (this.count < this.size) this.count++;
+    this.recorded++;
   }
 
   /**
@@ -362,12 +369,22 @@ export class DecisionStore {
     if (this.options.redis) {
       try {
         // Every one: Redis orders the batches by when their node stopped, not by their records'
-        // times (an idle node that stops later left older decisions in front).
+        // times (an idle node that stops later left older decisions in front). Only the newest
+        // `limit` can be among the answer, so only those are parsed.
+        const retired: { at: number; record: Buffer }[] = [];
         await this.eachKeptInRedis((record) => {
-          const entry = this.readRecord(record, true);
-          if (entry) latest.push(entry);
+          const at = recordTime(record);
+          if (at !== undefined) retired.push({ at, record });
           return true;
         });
+        retired.sort((a, b) => b.at - a.at);
+        for (let index = 0, taken = 0; index < retired.length && taken < limit; index++) {
+          const entry = this.readRecord(retired[index]!.record, true);
+          if (entry) {
+            latest.push(entry);
+            taken++;
+          }
+        }
         this.warned.clear();
       } catch (error) {
         this.warnOnce(error, 'Redis unreachable: replaying without the decisions of stopped nodes');
@@ -434,6 +451,25 @@ export class DecisionStore {
     this.options.redis?.log.warn({ err: error instanceof Error ? error.message : String(error) }, message);
   }
 }
+
+/**
+ * A record's time (its `at`, as recordJson writes it: the last member but two, after the decision)
+ * without parsing the record; undefined when it has none. The text `,"at":` with its quotes
+ * unescaped occurs only as a member name, and no member inside the record is named `at`.
+ */
+function recordTime(record: Buffer): number | undefined {
+  const at = record.lastIndexOf(AT_MEMBER);
+  if (at < 0) return undefined;
+  let time = 0;
+  let digits = 0;
+  for (let index = at + AT_MEMBER.length; index < record.length; index++, digits++) {
+    const digit = record[index]! - 48;
+    if (digit < 0 || digit > 9) break;
+    time = time * 10 + digit;
+  }
+  return digits > 0 ? time : undefined;
+}
+const AT_MEMBER = Buffer.from(',"at":');
 
 /** The record with its time written out (formatting a date costs more than recording it: done only when read). */
 function timed(entry: ReplayableDecision): DecisionRecord {

@@ -1,20 +1,23 @@
 import type { Worker } from 'node:cluster';
-import { PEER_ANSWER_TIMEOUT_MS, type DecisionAnswers, type DecisionPeers } from './decision-peers.ts';
+import { answerInParts, PEER_ANSWER_TIMEOUT_MS, type DecisionAnswers, type DecisionPeers } from './decision-peers.ts';
 
 /**
  * The workers of one node without Redis (WORKERS > 1): a worker asked for a decision it does not
  * hold asks its siblings through the primary, as a metrics scrape gathers theirs
  * (metrics/cluster-metrics.ts). Messages between processes:
- *   worker → primary  ask      {id, find | latest}   a lookup this worker could not answer
- *   primary → worker  question {id, find | latest}   answer from your ring
- *   worker → primary  answer   {id, records}
- *   primary → worker  answers  {id, records}         every record that came in time
+ *   worker → primary  ask      {id, find | latest}       a lookup this worker could not answer
+ *   primary → worker  question {id, find | latest}       answer from your ring
+ *   worker → primary  answer   {id, records, last}      in parts (ANSWER_PART_RECORDS), the last marked
+ *   primary → worker  answers  {id, records, done}      each part as it comes; done once every
+ *                                                        sibling has answered whole, or in time
+ * Parts, not one message: a ring of 10,000 built at once held the worker 33–44 ms, and a large one
+ * would not fit in one string (a throw in a message handler ends the process).
  */
 type DecisionMessage =
   | ({ type: 'ask'; id: number } & Query)
   | ({ type: 'question'; id: number } & Query)
-  | { type: 'answer'; id: number; records: string[] }
-  | { type: 'answers'; id: number; records: string[] };
+  | { type: 'answer'; id: number; records: string[]; last: boolean }
+  | { type: 'answers'; id: number; records: string[]; done: boolean };
 
 type Query = { find: string; latest?: undefined } | { latest: number; find?: undefined };
 
@@ -31,7 +34,7 @@ function envelope(message: DecisionMessage): DecisionEnvelope {
   return { keystoneGatewayDecisions: message };
 }
 
-function records(message: { records?: unknown }): string[] {
+function recordsOf(message: { records?: unknown }): string[] {
   return Array.isArray(message.records) ? message.records.filter((record): record is string => typeof record === 'string') : [];
 }
 
@@ -39,8 +42,15 @@ function records(message: { records?: unknown }): string[] {
 export class WorkerDecisionPeers implements DecisionPeers {
   private nextId = 1;
   private answers: DecisionAnswers | undefined;
-  private readonly pending = new Map<number, (records: string[]) => void>();
-  private readonly listener = (raw: unknown) => this.receive(raw);
+  private closed = false;
+  private readonly pending = new Map<number, { records: string[]; first: boolean; finish: () => void }>();
+  private readonly listener = (raw: unknown) => {
+    try {
+      this.receive(raw);
+    } catch {
+      // A message we cannot handle: its asker's timeout ends the wait.
+    }
+  };
 
   constructor() {
     process.on('message', this.listener);
@@ -60,24 +70,26 @@ export class WorkerDecisionPeers implements DecisionPeers {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     process.off('message', this.listener);
-    for (const finish of [...this.pending.values()]) finish([]);
+    for (const question of [...this.pending.values()]) question.finish();
   }
 
   private ask(query: Query): Promise<string[]> {
     if (!process.connected || !process.send) return Promise.resolve([]);
     const id = this.nextId++;
     return new Promise((resolve) => {
-      // The primary answers within its own timeout; this one is for a primary that never does.
-      const timer = setTimeout(() => finish([]), PEER_ANSWER_TIMEOUT_MS * 2);
-      const finish = (records: string[]) => {
+      // The primary ends every question within its own timeout; this one is for a primary that never does.
+      const timer = setTimeout(() => finish(), PEER_ANSWER_TIMEOUT_MS * 2);
+      const question = { records: [] as string[], first: query.find !== undefined, finish: () => finish() };
+      const finish = () => {
         clearTimeout(timer);
         this.pending.delete(id);
-        resolve(records);
+        resolve(question.records);
       };
-      this.pending.set(id, finish);
+      this.pending.set(id, question);
       process.send!(envelope({ type: 'ask', id, ...query }), undefined, undefined, (error) => {
-        if (error) finish([]);
+        if (error) finish();
       });
     });
   }
@@ -85,56 +97,85 @@ export class WorkerDecisionPeers implements DecisionPeers {
   private receive(raw: unknown): void {
     const message = decisionMessage(raw);
     if (!message) return;
-    if (message.type === 'answers') this.pending.get(message.id)?.(records(message));
-    else if (message.type === 'question' && this.answers && process.connected && process.send) {
-      let answer: string[] = [];
-      if (typeof message.find === 'string') {
-        const record = this.answers.find(message.find);
-        if (record !== undefined) answer = [record];
-      } else if (Number.isSafeInteger(message.latest) && message.latest > 0) answer = this.answers.latest(0, message.latest);
-      process.send(envelope({ type: 'answer', id: message.id, records: answer }), undefined, undefined, () => {});
-    }
+    if (message.type === 'answers') {
+      const question = this.pending.get(message.id);
+      if (!question) return;
+      for (const record of recordsOf(message)) question.records.push(record);
+      if (message.done === true || (question.first && question.records.length > 0)) question.finish();
+    } else if (message.type === 'question') this.answer(message);
+  }
+
+  private answer(question: { id: number } & Query): void {
+    const reply = (records: string[], last: boolean) => {
+      if (process.connected && process.send) process.send(envelope({ type: 'answer', id: question.id, records, last }), undefined, undefined, () => {});
+    };
+    const answers = this.answers;
+    // Not answering yet (still starting): an empty answer, so the asker does not wait for this worker.
+    if (!answers) return reply([], true);
+    if (typeof question.find === 'string') {
+      const record = answers.find(question.find);
+      reply(record === undefined ? [] : [record], true);
+    } else if (Number.isSafeInteger(question.latest) && question.latest > 0) {
+      answerInParts(answers, question.latest, performance.now() + PEER_ANSWER_TIMEOUT_MS, () => this.closed, reply, () => {});
+    } else reply([], true);
   }
 }
 
-/** The primary's side: puts a worker's question to every other worker and hands back what came in time. */
+/** The primary's side: puts a worker's question to every other worker and hands their answers back as they come. */
 export class PrimaryDecisionRelay {
   private nextId = 1;
-  private readonly questions = new Map<number, { records: string[]; waiting: Set<Worker>; first: boolean; done: () => void }>();
+  private readonly questions = new Map<number, { asker: Worker; askerId: number; waiting: Set<Worker>; first: boolean; found: boolean; done: () => void }>();
 
   /** Handles a decision message from `sender` (true), or leaves it to others (false). */
   handle(sender: Worker, raw: unknown, workers: Iterable<Worker>): boolean {
     const message = decisionMessage(raw);
     if (!message) return false;
-    if (message.type === 'ask') this.ask(sender, message, workers);
-    else if (message.type === 'answer') this.answer(sender, message.id, records(message));
+    try {
+      if (message.type === 'ask') this.ask(sender, message, workers);
+      else if (message.type === 'answer') this.answer(sender, message.id, recordsOf(message), message.last === true);
+    } catch {
+      // A message we cannot handle: its asker's timeout ends the wait.
+    }
     return true;
+  }
+
+  /** `worker` is gone: no question waits for it any longer. */
+  forget(worker: Worker): void {
+    for (const [id] of this.questions) this.answer(worker, id, [], true);
   }
 
   private ask(asker: Worker, message: { id: number } & Query, workers: Iterable<Worker>): void {
     const id = this.nextId++;
     const query: Query = typeof message.find === 'string' ? { find: message.find } : { latest: Number(message.latest) };
     const waiting = new Set([...workers].filter((worker) => worker !== asker && worker.isConnected()));
-    const records: string[] = [];
     const done = () => {
       clearTimeout(timer);
       this.questions.delete(id);
-      if (asker.isConnected()) asker.send(envelope({ type: 'answers', id: message.id, records }), () => {});
+      send(asker, { type: 'answers', id: message.id, records: [], done: true });
     };
     const timer = setTimeout(done, PEER_ANSWER_TIMEOUT_MS);
-    this.questions.set(id, { records, waiting, first: query.find !== undefined, done });
+    this.questions.set(id, { asker, askerId: message.id, waiting, first: query.find !== undefined, found: false, done });
     for (const worker of waiting) {
       worker.send(envelope({ type: 'question', id, ...query }), (error: Error | null) => {
-        if (error) this.answer(worker, id, []);
+        if (error) this.answer(worker, id, [], true);
       });
     }
     if (waiting.size === 0) done();
   }
 
-  private answer(worker: Worker, id: number, answered: string[]): void {
+  private answer(worker: Worker, id: number, records: string[], last: boolean): void {
     const question = this.questions.get(id);
-    if (!question || !question.waiting.delete(worker)) return;
-    for (const record of answered) question.records.push(record);
-    if (question.waiting.size === 0 || (question.first && question.records.length > 0)) question.done();
+    if (!question || !question.waiting.has(worker)) return;
+    if (last) question.waiting.delete(worker);
+    // Each part on to the asker as it comes (a find's first record ends the question).
+    if (records.length > 0) {
+      send(question.asker, { type: 'answers', id: question.askerId, records, done: false });
+      question.found = true;
+    }
+    if (question.waiting.size === 0 || (question.first && question.found)) question.done();
   }
+}
+
+function send(worker: Worker, message: DecisionMessage): void {
+  if (worker.isConnected()) worker.send(envelope(message), () => {});
 }

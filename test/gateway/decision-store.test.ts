@@ -320,6 +320,40 @@ t.test('with Redis: a ring larger than a part is answered in parts, all of it', 
   t.same((await asker.latest(700)).map((entry) => entry.decision.request_id), ids.slice(-700).reverse(), 'a limit between parts');
 });
 
+// Parts are taken by sequence number from the question's moment: decisions recorded between parts
+// neither repeat records nor push any out of the answer, and records overwritten meanwhile end it.
+t.test('an answer in parts: what was newest when asked, each once, whatever is recorded between parts', async (t) => {
+  const { answerInParts, ANSWER_PART_RECORDS } = await import('../../src/gateway/decision-peers.ts');
+  for (const kept of [3000, 600]) {
+    let answers: Parameters<import('../../src/gateway/decision-peers.ts').DecisionPeers['answerWith']>[0] | undefined;
+    const peers = { answerWith: (given: typeof answers) => (answers = given), find: async () => undefined, latest: async () => [], close: async () => {} };
+    const store = new DecisionStore({ kept, clock: { now: () => 0 }, peers: peers as never });
+    const ids: string[] = [];
+    const record = (count: number) => {
+      for (let index = 0; index < count; index++) {
+        const request = proxied();
+        ids.push(request.requestId);
+        store.record(request, outcomeOf(request, 200, 1));
+      }
+    };
+    record(kept);
+    const asked = ids.slice();
+    const parts: { records: string[]; last: boolean }[] = [];
+    await new Promise<void>((resolve) => {
+      answerInParts(answers!, 1100, performance.now() + 10_000, () => false, (records, last) => {
+        parts.push({ records, last });
+        record(300); // traffic between parts
+        if (last) resolve();
+      }, (error) => t.fail(String(error)));
+    });
+    const sent = parts.flatMap((part) => part.records.map((text) => (JSON.parse(text) as { decision: { request_id: string } }).decision.request_id));
+    t.same(parts.map((part) => part.last), parts.map((_part, index) => index === parts.length - 1), `kept ${kept}: only the last part marked`);
+    t.ok(parts.every((part) => part.records.length <= ANSWER_PART_RECORDS));
+    if (kept === 3000) t.same(sent, asked.slice(-1100).reverse(), 'the 1,100 newest when asked, newest first, each once');
+    else t.same(sent, asked.slice(-ANSWER_PART_RECORDS).reverse(), 'the first part, then the rest was overwritten: ended, nothing repeated');
+  }
+});
+
 // The subscribed connection is lost (a Redis restart, a proxy's idle cut): it subscribes again.
 t.test('with Redis: after the subscribed connection is cut, the node asks and answers again', async (t) => {
   const { testRedis, TEST_REDIS_URL } = await import('../helpers/redis.ts');
