@@ -80,6 +80,29 @@ export function answerInParts(
   };
   part();
 }
+
+/**
+ * Answers a question from `answers` through `send`, whichever way it travels: a find in one part (the
+ * record, or none), a latest in parts (answerInParts). False, with nothing sent, for a question
+ * that asks neither.
+ */
+export function answerQuestion(
+  answers: DecisionAnswers,
+  question: { find?: unknown; latest?: unknown },
+  deadline: number,
+  stopped: () => boolean,
+  send: (records: string[], last: boolean) => void,
+  failed: (error: unknown) => void,
+): boolean {
+  if (typeof question.find === 'string') {
+    const record = answers.find(question.find);
+    send(record === undefined ? [] : [record], true);
+  } else if (Number.isSafeInteger(question.latest) && (question.latest as number) > 0) {
+    answerInParts(answers, question.latest as number, deadline, stopped, send, failed);
+  } else return false;
+  return true;
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 function isUuid(value: unknown): value is string {
@@ -242,15 +265,14 @@ export class RedisDecisionPeers implements DecisionPeers {
     if (!answers || !isUuid(question?.id) || !isUuid(question.from) || question.from === this.node) return;
     const channel = `${this.answersPrefix}${question.from}`;
     const id = question.id;
-    if (typeof question.find === 'string') {
-      const record = answers.find(question.find);
-      this.send(channel, `${id}\t1${record === undefined ? '' : `\n${record}`}`);
-    } else if (Number.isSafeInteger(question.latest) && (question.latest as number) > 0) {
-      answerInParts(answers, question.latest as number, performance.now() + this.timeoutMs, () => this.closed, (records, last) =>
-        this.send(channel, `${id}\t${last ? 1 : 0}${records.length === 0 ? '' : `\n${records.join('\n')}`}`),
-        (error) => this.warnOnce(error, 'a gateway decision question could not be answered'),
-      );
-    }
+    answerQuestion(
+      answers,
+      question,
+      performance.now() + this.timeoutMs,
+      () => this.closed,
+      (records, last) => this.send(channel, `${id}\t${last ? 1 : 0}${records.length === 0 ? '' : `\n${records.join('\n')}`}`),
+      (error) => this.warnOnce(error, 'a gateway decision question could not be answered'),
+    );
   }
 
   private send(channel: string, answer: string): void {

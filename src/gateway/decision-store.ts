@@ -318,7 +318,7 @@ export class DecisionStore {
     const wanted = new Uint8Array(ID_BYTES);
     const plain = writeId(requestId, wanted, 0, this.idText);
     for (let step = 1; step <= this.count; step++) {
-      const slot = (this.next - step + this.size) % this.size;
+      const slot = this.slotBefore(step);
       if (plain ? this.odd[slot] === undefined && sameId(this.ids, slot * ID_BYTES, wanted) : this.odd[slot] === requestId) return slot;
     }
     return -1;

@@ -1,5 +1,5 @@
 import type { Worker } from 'node:cluster';
-import { answerInParts, PEER_ANSWER_TIMEOUT_MS, type DecisionAnswers, type DecisionPeers } from './decision-peers.ts';
+import { answerQuestion, PEER_ANSWER_TIMEOUT_MS, type DecisionAnswers, type DecisionPeers } from './decision-peers.ts';
 
 /**
  * The workers of one node without Redis (WORKERS > 1): a worker asked for a decision it does not
@@ -112,12 +112,8 @@ export class WorkerDecisionPeers implements DecisionPeers {
     const answers = this.answers;
     // Not answering yet (still starting): an empty answer, so the asker does not wait for this worker.
     if (!answers) return reply([], true);
-    if (typeof question.find === 'string') {
-      const record = answers.find(question.find);
-      reply(record === undefined ? [] : [record], true);
-    } else if (Number.isSafeInteger(question.latest) && question.latest > 0) {
-      answerInParts(answers, question.latest, performance.now() + PEER_ANSWER_TIMEOUT_MS, () => this.closed, reply, () => {});
-    } else reply([], true);
+    // A question that asks neither: an empty answer all the same (the primary waits for one).
+    if (!answerQuestion(answers, question, performance.now() + PEER_ANSWER_TIMEOUT_MS, () => this.closed, reply, () => {})) reply([], true);
   }
 }
 

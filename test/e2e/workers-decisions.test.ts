@@ -1,54 +1,19 @@
-import fs from 'node:fs';
-import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
 import t from 'tap';
-import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
-import { serviceWorkers, startService, waitFor } from '../helpers/processes.ts';
+import { serviceWorkers, waitFor } from '../helpers/processes.ts';
+import { callOnOwnConnection, pidsLogging, startTwoWorkers } from '../helpers/workers.ts';
 
 // WORKERS=2 without Redis: each worker keeps the decisions of the requests it proxied, and a lookup
 // that reaches the other worker is answered through the primary (it was a 404 half the time).
 
 const ADMIN_PASSWORD = 'workers-decisions-admin';
 
-/** One request on a connection of its own, so the primary hands it to the next worker. */
-function call(url: string, options: { method?: string; token?: string; body?: unknown } = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }> {
-  const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
-  return new Promise((resolve, reject) => {
-    const request = http.request(
-      url,
-      {
-        method: options.method ?? 'GET',
-        agent: false,
-        headers: { ...(payload === undefined ? {} : { 'content-type': 'application/json' }), ...(options.token ? { 'x-auth-token': options.token } : {}) },
-      },
-      (response) => {
-        let text = '';
-        response.on('data', (chunk: Buffer) => (text += chunk.toString()));
-        response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: text ? JSON.parse(text) : undefined }));
-      },
-    );
-    request.on('error', reject);
-    request.end(payload);
-  });
-}
+const call = callOnOwnConnection;
 
-/** Pids of the processes that logged a proxied request answered 502 since `from` (pino puts the pid on every line). */
-function gatewayPids(output: string, from: number): Set<number> {
-  const pids = new Set<number>();
-  for (const line of output.slice(from).split('\n')) if (line.includes('"msg":"gateway"') && line.includes('"status":502')) pids.add(Number(/"pid":(\d+)/.exec(line)?.[1]));
-  return pids;
-}
+/** Pids of the processes that logged a proxied request answered 502 since `from`. */
+const gatewayPids = (output: string, from: number) => pidsLogging(output, (line) => line.includes('"msg":"gateway"') && line.includes('"status":502'), from);
 
 t.test('WORKERS=2 without Redis: a gateway decision is found whichever worker is asked', async (t) => {
-  const database = await createTestDatabase(process.env.TEST_DATABASE_URL || LOCAL_POSTGRES);
-  const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-workers-decisions-'));
-  const service = await startService({ DATABASE_URL: database.url!, WORKERS: '2', ADMIN_PASSWORD, DATA_DIR: directory, LOG_LEVEL: 'info' }, { startTimeoutMs: 60_000 });
-  t.teardown(async () => {
-    await service.stop();
-    await database.drop();
-    fs.rmSync(directory, { recursive: true, force: true });
-  });
+  const service = await startTwoWorkers(t, 'workers-decisions', { ADMIN_PASSWORD });
   await waitFor(async () => service.output().includes('Log in as admin'), 'every worker to listen', 60_000);
   t.equal(serviceWorkers(service.child.pid!).length, 2, 'two workers');
   const adminAuth = { auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: { id: 'default' }, password: ADMIN_PASSWORD } } }, scope: { system: { all: true } } } };

@@ -1,38 +1,10 @@
-import fs from 'node:fs';
-import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
 import t from 'tap';
-import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
-import { serviceWorkers, startService, waitFor } from '../helpers/processes.ts';
+import { serviceWorkers, waitFor } from '../helpers/processes.ts';
+import { callOnOwnConnection, pidsLogging, startTwoWorkers } from '../helpers/workers.ts';
 
 const ADMIN_PASSWORD = 'workers-admin-secret';
 
-/** One request on a connection of its own, so the primary hands it to the next worker. */
-function call(url: string, options: { method?: string; token?: string; subject?: string; body?: unknown } = {}): Promise<{ status: number; token: string; body: any }> {
-  const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
-  return new Promise((resolve, reject) => {
-    const request = http.request(
-      url,
-      {
-        method: options.method ?? 'GET',
-        agent: false,
-        headers: {
-          ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
-          ...(options.token ? { 'x-auth-token': options.token } : {}),
-          ...(options.subject ? { 'x-subject-token': options.subject } : {}),
-        },
-      },
-      (response) => {
-        let text = '';
-        response.on('data', (chunk: Buffer) => (text += chunk.toString()));
-        response.on('end', () => resolve({ status: response.statusCode ?? 0, token: String(response.headers['x-subject-token'] ?? ''), body: text ? JSON.parse(text) : undefined }));
-      },
-    );
-    request.on('error', reject);
-    request.end(payload);
-  });
-}
+const call = callOnOwnConnection;
 
 function isAlive(pid: number): boolean {
   try {
@@ -43,26 +15,12 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** Pids of the processes that logged a completed request since `from` (pino puts the pid on every line). */
-function servingPids(output: string, from = 0): Set<number> {
-  const pids = new Set<number>();
-  for (const line of output.slice(from).split('\n')) {
-    if (line.includes('"msg":"request completed"')) pids.add(Number(/"pid":(\d+)/.exec(line)?.[1]));
-  }
-  return pids;
-}
+/** Pids of the processes that logged a completed request since `from`. */
+const servingPids = (output: string, from = 0) => pidsLogging(output, (line) => line.includes('"msg":"request completed"'), from);
 
 t.test('WORKERS=2 with PostgreSQL: two workers share the port, the database and each other’s changes', async (t) => {
-  const database = await createTestDatabase(process.env.TEST_DATABASE_URL || LOCAL_POSTGRES);
-  const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-workers-'));
   // No REDIS_URL: the workers hear of each other's changes through the primary.
-  // A primary and two workers each load the whole application: slow on a busy machine.
-  const service = await startService({ DATABASE_URL: database.url!, WORKERS: '2', ADMIN_PASSWORD, DATA_DIR: directory, LOG_LEVEL: 'info' }, { startTimeoutMs: 60_000 });
-  t.teardown(async () => {
-    await service.stop();
-    await database.drop();
-    fs.rmSync(directory, { recursive: true, force: true });
-  });
+  const service = await startTwoWorkers(t, 'workers', { ADMIN_PASSWORD });
   const primary = service.child.pid!;
   // The listening log line and the login hint are separate writes: wait for the hint itself.
   await waitFor(async () => service.output().includes('Log in as admin'), 'every worker to listen and the login hint', 60_000);
