@@ -47,11 +47,11 @@ export interface ScenarioResult {
    * arrives while the event loop waits in the run queue waits as long, outside anything the
    * process can measure of itself.
    */
-  /** The host's TCP counters' growth over a paced run (bench/kernel-events.ts tcpCounters). */
-  tcp?: Record<string, number>;
   scheduler?: SchedulerCounters;
   /** The same for the upstream behind a proxy, over the same run. */
   upstreamScheduler?: SchedulerCounters;
+  /** The host's TCP counters' growth over a paced run (bench/kernel-events.ts tcpCounters). */
+  tcp?: Record<string, number>;
   /** The paced generator's own (bench/paced.c): while it waits for a CPU, its requests look slower. */
   generatorScheduler?: ThreadCounters;
   /** The service's own event-loop delay over a paced run (its /metrics), when it could be read. */
