@@ -3,8 +3,9 @@
  * (src/gateway/upstream-pool.ts), no authentication, no policy, no logging. It forwards the way
  * src/gateway/forwarder.ts does (same pool size, a handler writing straight into the response, the
  * upstream paused while the client's socket is full, hop-by-hop headers dropped), so the gateway's
- * extra cost per request is what the gateway itself adds. Usage (spawned by processes.ts):
- * bare-proxy.ts <upstream origin>.
+ * extra cost per request is what the gateway itself adds. Usage (spawned by processes.ts, which
+ * reads the port from an IPC message): bare-proxy.ts <upstream origin> [port]; without an IPC
+ * channel (bench/instructions.sh) it prints `listening on <port>`.
  */
 import http from 'node:http';
 import { ResponseParsers, UpstreamPool, type UpstreamHandler } from '../src/gateway/upstream-pool.ts';
@@ -77,9 +78,11 @@ function proxy(request: http.IncomingMessage, response: http.ServerResponse): vo
 const server = http.createServer(proxy);
 server.keepAliveTimeout = 72_000; // as the service's
 
-server.listen(0, '127.0.0.1', () => {
+server.listen(Number(process.argv[3] ?? 0), '127.0.0.1', () => {
   const address = server.address();
-  process.send?.({ port: typeof address === 'object' && address ? address.port : 0 });
+  const port = typeof address === 'object' && address ? address.port : 0;
+  if (process.send) process.send({ port });
+  else console.log(`listening on ${port}`);
 });
 
 process.on('disconnect', () => process.exit(0));

@@ -2,7 +2,8 @@
 # PostgreSQL database of its own, `npm start`'s node flags) behind which one nginx worker answers a
 # fixed body at /ingress/x, with an admin token the policy allows there. The caller sets DIST, NAME
 # (for temp names) and TOOLS (commands it needs besides wrk, nginx, psql and curl), then calls
-# start_service with the command that wraps node (none, or e.g. valgrind ...) and any node flags.
+# start_service (or start_bare_proxy) with the command that wraps node (none, or e.g. valgrind ...)
+# and any node flags.
 # Afterwards: $work (a temp directory, removed on exit), $service_pid, $base, $token.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -55,6 +56,15 @@ nginx_pid=$!
 cp -r policies "$work/policies"
 printf 'p, admin, *, /**, *, allow\n' > "$work/policies/ingress.csv"
 
+# wait_for_service URL NAME: until URL answers (up to 10 minutes: valgrind starts slowly), or the process exits.
+wait_for_service() {
+  for _ in $(seq 1 600); do
+    curl -s -o /dev/null "$1" && return
+    kill -0 "$service_pid" 2>/dev/null || { echo "the $2 exited:" >&2; tail -20 "$work/service.log" >&2; exit 1; }
+    sleep 1
+  done
+}
+
 # start_service [wrapper command and its arguments] -- [node flags]
 start_service() {
   local wrapper=()
@@ -69,11 +79,7 @@ start_service() {
     LOG_LEVEL=warn AUTH_RATE_LIMIT_PER_ADDRESS=0 AUTH_RATE_LIMIT_PER_USER=0 \
     "${wrapper[@]}" node "$@" $start_flags "$DIST/main.js" > "$work/service.log" 2>&1 &
   service_pid=$!
-  for _ in $(seq 1 600); do
-    curl -s -o /dev/null "$base/v3" && break
-    kill -0 "$service_pid" 2>/dev/null || { echo "the service exited:" >&2; tail -20 "$work/service.log" >&2; exit 1; }
-    sleep 1
-  done
+  wait_for_service "$base/v3" service
   token=$(curl -si -X POST "$base/v3/auth/tokens" -H 'content-type: application/json' -d "{\"auth\":{\"identity\":{\"methods\":[\"password\"],\"password\":{\"user\":{\"name\":\"admin\",\"domain\":{\"id\":\"default\"},\"password\":\"$password\"}}},\"scope\":{\"project\":{\"name\":\"admin\",\"domain\":{\"id\":\"default\"}}}}}" |
     awk 'tolower($1) == "x-subject-token:" { print $2 }' | tr -d '\r')
   local service_id status
@@ -83,6 +89,26 @@ start_service() {
     -d "{\"endpoint\":{\"service_id\":\"$service_id\",\"interface\":\"internal\",\"url\":\"http://127.0.0.1:$upstream_port\"}}"
   status=$(curl -s -o /dev/null -w '%{http_code}' -H "x-auth-token: $token" "$base/ingress/x")
   [ "$status" = 200 ] || { echo "a proxied request answered $status, not 200" >&2; exit 1; }
+}
+
+# start_bare_proxy [wrapper command and its arguments] -- [node flags]: bench/bare-proxy.ts (node:http
+# and the gateway's upstream client, nothing else) in front of the same upstream, with npm start's
+# flags, as the service would be: the floor the gateway's own cost sits on. Sets the same variables
+# as start_service ($token is sent and ignored).
+start_bare_proxy() {
+  local wrapper=()
+  while [ "$#" -gt 0 ] && [ "$1" != -- ]; do wrapper+=("$1"); shift; done
+  [ "$#" -gt 0 ] && shift
+  local port
+  port=$(free_port)
+  base="http://127.0.0.1:$port"
+  token=unused
+  "${wrapper[@]}" node "$@" $start_flags --import=tsx bench/bare-proxy.ts "http://127.0.0.1:$upstream_port" "$port" > "$work/service.log" 2>&1 &
+  service_pid=$!
+  wait_for_service "$base/" 'bare proxy'
+  local status
+  status=$(curl -s -o /dev/null -w '%{http_code}' "$base/ingress/x")
+  [ "$status" = 200 ] || { echo "a request through the bare proxy answered $status, not 200" >&2; exit 1; }
 }
 
 # load SECONDS [OUTPUT]: wrk at four connections on the proxied path.

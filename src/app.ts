@@ -315,6 +315,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         stalledConnections = new StalledConnections(httpServer, {
           stallMs: Math.max(config.requestTimeoutMs * 2, config.upstreamResponseTimeoutMs + UPSTREAM_ANSWER_MARGIN_MS),
           now: options.clock ? () => clock.now() : () => performance.now(),
+          timedElsewhere: (socket) => requestFront?.waitsForRequest(socket) ?? false,
         });
         startedParts.push(() => stalledConnections?.stop());
         if (config.gatewayRequestFront) {
@@ -323,6 +324,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
             headersTimeoutMs: config.headersTimeoutMs,
             keepAliveTimeoutMs: httpServer.keepAliveTimeout,
             now: () => Date.now(),
+            clock: options.clock ? () => clock.now() : () => performance.now(),
             takes: (head) => gateway !== undefined && frontTakes(head.target),
             handle: (request, response) => {
               if (draining) response.shouldKeepAlive = false;
@@ -330,6 +332,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
             },
           });
         }
+        startedParts.push(() => requestFront?.stop());
         return httpServer;
       },
       clientErrorHandler: answerClientError,
@@ -710,6 +713,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
         } finally {
           clearInterval(closeIdle);
           stalledConnections?.stop();
+          requestFront?.stop();
         }
         await activeGateway.close();
         // Left in Redis for the nodes that go on, before this node stops answering them.

@@ -8,6 +8,8 @@ export interface StalledConnectionsOptions {
   now: () => number;
   /** How often the sweep runs on its own; 0: only when sweep() is called (tests). Default: an eighth of stallMs, at most every second. */
   sweepEveryMs?: number;
+  /** Connections whose present wait another part times (the request front's, waiting for a request): left alone while it does. */
+  timedElsewhere?: (socket: Socket) => boolean;
 }
 
 /** Where a connection's bytes stood when last seen to move. */
@@ -27,7 +29,8 @@ interface Progress {
  *
  * Between requests node arms its keep-alive timer on the socket (`socket.timeout` is then the
  * server's keep-alive timeout plus its buffer): those connections are left to it, so none is closed
- * before the keep-alive time its response advertised. Headers and whole requests keep node's own
+ * before the keep-alive time its response advertised. The request front's connections waiting for
+ * a request are left to the front the same way (`timedElsewhere`). Headers and whole requests keep node's own
  * deadlines (headersTimeout, requestTimeout); this adds the response side, which node leaves unbounded.
  */
 export class StalledConnections {
@@ -69,7 +72,7 @@ export class StalledConnections {
       // Bytes read, plus bytes written that the peer has taken (written into the stream minus what
       // still waits in it): a response piling up for a client that does not read does not count.
       const bytes = socket.bytesRead + (socket.bytesWritten ?? 0) - socket.writableLength;
-      if (bytes !== progress.bytes || socket.timeout === keepAliveWait) {
+      if (bytes !== progress.bytes || socket.timeout === keepAliveWait || this.options.timedElsewhere?.(socket)) {
         progress.bytes = bytes;
         progress.since = now;
       } else if (now - progress.since >= this.options.stallMs) {

@@ -2,7 +2,7 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import t from 'tap';
-import { StalledConnections } from '../../src/http/stalled-connections.ts';
+import { StalledConnections, type StalledConnectionsOptions } from '../../src/http/stalled-connections.ts';
 import { ManualClock } from '../helpers/clock.ts';
 
 // Connections that stall outside node's keep-alive wait are closed by a sweep on the injected clock:
@@ -20,12 +20,12 @@ interface Fixture {
   serverSockets: net.Socket[];
 }
 
-async function startServer(t: { teardown(fn: () => unknown): void }, handler: http.RequestListener): Promise<Fixture> {
+async function startServer(t: { teardown(fn: () => unknown): void }, handler: http.RequestListener, options: Partial<StalledConnectionsOptions> = {}): Promise<Fixture> {
   const server = http.createServer(handler);
   server.keepAliveTimeout = 60_000;
   const clock = new ManualClock(Date.UTC(2026, 10, 30, 12, 0, 0));
   // No sweep of its own: the test sweeps, between moves of its clock.
-  const stalled = new StalledConnections(server, { stallMs: STALL_MS, now: () => clock.now(), sweepEveryMs: 0 });
+  const stalled = new StalledConnections(server, { stallMs: STALL_MS, now: () => clock.now(), sweepEveryMs: 0, ...options });
   const serverSockets: net.Socket[] = [];
   server.on('connection', (socket: net.Socket) => serverSockets.push(socket));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -157,4 +157,38 @@ t.test("a connection waiting between requests is node's keep-alive timer's, not 
   t.match(answer.slice(answer.indexOf('ok') + 2), /^HTTP\/1\.1 200 /, 'the connection served a second request');
   f.stalled.sweep();
   t.equal(f.stalled.size, 0, 'a closed connection is forgotten at the next sweep');
+});
+
+t.test('a connection whose wait another part times (timedElsewhere: the request front waiting for a request) is left alone while it does', async (t) => {
+  let timedElsewhere = true;
+  const asked: net.Socket[] = [];
+  const { port, clock, stalled, serverSockets } = await startServer(t, (_request, response) => response.end('ok'), {
+    timedElsewhere: (socket) => {
+      asked.push(socket);
+      return timedElsewhere;
+    },
+  });
+  // A connection that sends nothing at all: without the exemption, stalled after stallMs.
+  const client = net.connect(port, '127.0.0.1');
+  client.on('error', () => {});
+  await once(client, 'connect');
+  while (serverSockets.length === 0) await turn();
+  const serverSocket = serverSockets[0]!;
+  for (let round = 0; round < 5; round += 1) {
+    stalled.sweep();
+    clock.advance(STALL_MS * 10);
+  }
+  stalled.sweep();
+  t.equal(serverSocket.destroyed, false, 'timed elsewhere: still open after 50 × stallMs');
+  t.ok(asked.includes(serverSocket), 'the predicate was asked about that socket');
+  // No longer timed elsewhere: the sweep's from then on, counted from the sweep that sees it so.
+  timedElsewhere = false;
+  stalled.sweep();
+  clock.advance(STALL_MS - 1);
+  stalled.sweep();
+  t.equal(serverSocket.destroyed, false, 'not before stallMs');
+  clock.advance(1);
+  stalled.sweep();
+  t.equal(serverSocket.destroyed, true, 'closed once nothing has moved for stallMs');
+  client.destroy();
 });

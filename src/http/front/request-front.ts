@@ -27,6 +27,10 @@ export interface RequestFrontOptions {
   keepAliveTimeoutMs: number;
   /** Wall-clock milliseconds, for the Date header. */
   now: () => number;
+  /** Monotonic milliseconds for the waits (default performance.now(); a test's clock). */
+  clock?: () => number;
+  /** How often the waits are swept; 0: only when sweep() is called (tests). Default: an eighth of the shorter wait, at most every second. */
+  sweepEveryMs?: number;
   /** Whether a plain request is the front's to answer (a gateway path), or node:http's. */
   takes: (head: RequestHead) => boolean;
   /** Answers a request the front took. */
@@ -38,11 +42,13 @@ const KEEP_ALIVE_TIMEOUT_BUFFER_MS = 1000;
 
 export class RequestFront {
   private readonly parsers: RequestHeadParsers;
-  private readonly connections = new Set<FrontConnection>();
+  private readonly connections = new Map<Socket, FrontConnection>();
   private readonly nodeListener: (socket: Socket) => void;
   private readonly listener = (socket: Socket): void => {
-    this.connections.add(new FrontConnection(this, socket));
+    this.connections.set(socket, new FrontConnection(this, socket));
   };
+  private readonly clock: () => number;
+  private readonly sweeper: NodeJS.Timeout | undefined;
   private cachedDate = '';
   private cachedSecond = -1;
   /** The Date header's value, made once a second. */
@@ -56,7 +62,7 @@ export class RequestFront {
     return this.cachedDate;
   };
   readonly responseOptions: { keepAliveTimeoutSeconds: number; date: () => string };
-  /** The timer a connection has between requests, as node arms it (StalledConnections leaves such connections alone). */
+  /** How long a connection may wait between requests: node's keep-alive timer (its timeout plus its buffer). */
   readonly keepAliveWaitMs: number;
 
   constructor(
@@ -72,6 +78,31 @@ export class RequestFront {
     this.nodeListener = nodeListener;
     server.off('connection', nodeListener);
     server.prependListener('connection', this.listener);
+    // The waits for a request are swept, not a timer per socket: socket.setTimeout() twice per
+    // request, and the refresh it costs on every read, were ~2.6k instructions per proxied request
+    // (bench/README.md). A wait may thus end up to one sweep late, never early.
+    this.clock = options.clock ?? (() => performance.now());
+    const every = options.sweepEveryMs ?? Math.min(1000, Math.max(10, Math.floor(Math.min(options.headersTimeoutMs, this.keepAliveWaitMs) / 8)));
+    if (every > 0) {
+      this.sweeper = setInterval(() => this.sweep(), every);
+      this.sweeper.unref();
+    }
+  }
+
+  /** One pass: closes the connections that have waited for a request past their time (the interval runs it; tests call it with their clock moved). */
+  sweep(): void {
+    const now = this.clock();
+    for (const connection of this.connections.values()) connection.sweep(now);
+  }
+
+  /** Whether the front times this connection's present wait itself (a request's head, or the next request): StalledConnections leaves it alone. */
+  waitsForRequest(socket: Socket): boolean {
+    return this.connections.get(socket)?.waitsForRequest() ?? false;
+  }
+
+  /** Stops the sweep (the connections stay: closeAllConnections() closes them). */
+  stop(): void {
+    if (this.sweeper) clearInterval(this.sweeper);
   }
 
   /** Connections the front still holds. */
@@ -84,8 +115,8 @@ export class RequestFront {
   }
 
   /** node:http takes the connection, with `bytes` read first. */
-  handOver(connection: FrontConnection, socket: Socket, bytes: Buffer | undefined): void {
-    this.connections.delete(connection);
+  handOver(socket: Socket, bytes: Buffer | undefined): void {
+    this.connections.delete(socket);
     if (bytes !== undefined && bytes.length > 0) socket.unshift(bytes);
     // Flowing again if the front had paused it (a client pipelining ahead): node:http's listener
     // attaches before the unshifted bytes flow, on the next tick.
@@ -93,18 +124,18 @@ export class RequestFront {
     this.nodeListener.call(this.server, socket);
   }
 
-  forget(connection: FrontConnection): void {
-    this.connections.delete(connection);
+  forget(socket: Socket): void {
+    this.connections.delete(socket);
   }
 
   /** Closes the connections waiting for a request (a draining server; node:http's closeIdleConnections()). */
   closeIdleConnections(): void {
-    for (const connection of this.connections) connection.closeIfIdle();
+    for (const connection of this.connections.values()) connection.closeIfIdle();
   }
 
   /** Closes every connection the front holds, answers under way cut off. */
   closeAllConnections(): void {
-    for (const connection of this.connections) connection.destroy();
+    for (const connection of this.connections.values()) connection.destroy();
   }
 }
 
@@ -117,6 +148,15 @@ class FrontConnection {
   private waiting: Buffer[] | undefined;
   private waitingBytes = 0;
   private done = false;
+  /**
+   * How long the connection may now go without a byte moving: the head's wait at first, node's
+   * keep-alive wait between requests, 0 while a request is answered (StalledConnections times that).
+   */
+  private waitMs: number;
+  /** What the last sweep saw: the wait, the bytes moved by then, and since when they had not moved. */
+  private sweptWaitMs = -1;
+  private sweptBytes = -1;
+  private sweptSince = 0;
   private readonly onData = (chunk: Buffer): void => this.read(chunk);
   private readonly onDrain = (): void => this.response?.drained();
   // The client half-closed. As node:http does (httpAllowHalfOpen false): the request under way is
@@ -127,11 +167,10 @@ class FrontConnection {
   };
   private readonly onClose = (): void => {
     this.finish(false);
-    this.front.forget(this);
+    this.front.forget(this.socket);
     this.response?.socketClosed();
     this.response = undefined;
   };
-  private readonly onTimeout = (): void => this.destroy();
   private readonly responseEnded = (next: 'keep-alive' | 'close' | 'cut'): void => this.answered(next);
 
   constructor(
@@ -139,13 +178,34 @@ class FrontConnection {
     private readonly socket: Socket,
   ) {
     this.reader = front.reader();
-    socket.setTimeout(front.options.headersTimeoutMs);
+    this.waitMs = front.options.headersTimeoutMs;
     socket.on('data', this.onData);
     socket.on('drain', this.onDrain);
     socket.on('end', this.onEnd);
     socket.on('close', this.onClose);
-    socket.on('timeout', this.onTimeout);
     socket.on('error', noop);
+  }
+
+  waitsForRequest(): boolean {
+    return !this.done && this.waitMs > 0;
+  }
+
+  /**
+   * Closes the connection once no byte has moved (read, or taken by the client) for its wait, as
+   * socket.setTimeout() would: counted from the first sweep that saw the wait and the bytes as they
+   * are, so never early.
+   */
+  sweep(now: number): void {
+    if (this.done) return;
+    const socket = this.socket;
+    const bytes = socket.bytesRead + socket.bytesWritten - socket.writableLength;
+    if (this.waitMs === 0 || this.waitMs !== this.sweptWaitMs || bytes !== this.sweptBytes) {
+      this.sweptWaitMs = this.waitMs;
+      this.sweptBytes = bytes;
+      this.sweptSince = now;
+    } else if (now - this.sweptSince >= this.waitMs) {
+      this.destroy();
+    }
   }
 
   /** Closes the connection if it waits for a request (one closing after its last answer goes on: closeAllConnections cuts it). */
@@ -182,7 +242,7 @@ class FrontConnection {
       this.waiting = [rest];
       this.waitingBytes = rest.length;
     }
-    this.socket.setTimeout(0);
+    this.waitMs = 0;
     const { head } = reading;
     const response = new FrontResponse(this.socket, head.method === 'HEAD', head.keepAlive, this.front.responseOptions, this.responseEnded);
     this.response = response;
@@ -198,10 +258,8 @@ class FrontConnection {
       else this.finish(true);
       return;
     }
-    if (this.waiting === undefined) {
-      this.socket.setTimeout(this.front.keepAliveWaitMs);
-      return;
-    }
+    this.waitMs = this.front.keepAliveWaitMs;
+    if (this.waiting === undefined) return;
     const waiting = this.waiting.length === 1 ? this.waiting[0]! : Buffer.concat(this.waiting, this.waitingBytes);
     this.waiting = undefined;
     this.waitingBytes = 0;
@@ -225,7 +283,7 @@ class FrontConnection {
     // node:http listens for errors and the close from now on.
     this.socket.off('close', this.onClose);
     this.socket.off('error', noop);
-    this.front.handOver(this, this.socket, chunk);
+    this.front.handOver(this.socket, chunk);
   }
 
   /**
@@ -248,11 +306,9 @@ class FrontConnection {
   private detach(): void {
     this.done = true;
     const socket = this.socket;
-    socket.setTimeout(0);
     socket.off('data', this.onData);
     socket.off('drain', this.onDrain);
     socket.off('end', this.onEnd);
-    socket.off('timeout', this.onTimeout);
     this.reader.free();
   }
 }

@@ -214,7 +214,7 @@ t.test('a client that half-closes while its answer is under way abandons it, as 
   t.match(idle.received(), /front:\/svc\/idle$/);
 });
 
-t.test('between requests a connection waits on node\'s keep-alive timer (which the stalled-connection sweep leaves alone); idle ones close on demand', async (t) => {
+t.test('between requests a connection waits on the front (which the stalled-connection sweep leaves alone); idle ones close on demand', async (t) => {
   const h = await harness(t, { hold: (url) => url === '/svc/busy' });
   const idle = connect(h.port);
   idle.send(get('/svc/a'));
@@ -223,8 +223,8 @@ t.test('between requests a connection waits on node\'s keep-alive timer (which t
   busy.send(get('/svc/busy'));
   await waitFor(() => h.seen.length === 2);
   t.equal(h.front.size, 2);
-  t.equal(h.sockets[0]!.timeout, h.server.keepAliveTimeout + 1000, "idle: node's keep-alive wait, which StalledConnections exempts");
-  t.equal(h.sockets[1]!.timeout, 0, 'answering: no timer');
+  t.equal(h.front.waitsForRequest(h.sockets[0]!), true, "idle: the front's wait (StalledConnections leaves it alone)");
+  t.equal(h.front.waitsForRequest(h.sockets[1]!), false, 'answering: not waiting for a request (StalledConnections times it)');
   h.front.closeIdleConnections();
   await idle.end();
   t.equal(h.front.size, 1, 'the busy one stays');
@@ -339,4 +339,63 @@ t.test('a pipelined request that arrives in many small pieces behind an answer i
   await c.responses(1);
   t.same(h.seen, ['front GET /svc/slow token=tok', 'front GET /svc/next token=tok']);
   c.socket.destroy();
+});
+
+t.test("the waits for a request are swept on the front's clock, never early, and no socket has a timer of its own", async (t) => {
+  let now = 1_000_000;
+  const h = await harness(t, { clock: () => now, sweepEveryMs: 0, hold: (url) => url === '/svc/busy' });
+  const keepAliveWait = h.server.keepAliveTimeout + 1000;
+
+  // A connection that never sends its first request: closed after headersTimeoutMs without a byte.
+  const silent = connect(h.port);
+  await waitFor(() => h.front.size === 1);
+  h.front.sweep();
+  now += 10_000 - 1;
+  h.front.sweep();
+  t.equal(h.sockets[0]!.destroyed, false, 'not before headersTimeoutMs');
+  now += 1;
+  h.front.sweep();
+  await silent.end();
+  t.equal(h.front.size, 0, 'closed once it has waited headersTimeoutMs for its first request');
+
+  // Between requests: node's keep-alive wait (keepAliveTimeout plus its 1 s buffer), from the sweep that first sees it.
+  const idle = connect(h.port);
+  idle.send(get('/svc/a'));
+  await idle.responses(1);
+  h.front.sweep();
+  now += keepAliveWait - 1;
+  h.front.sweep();
+  t.equal(h.sockets[1]!.destroyed, false, 'not before the keep-alive wait');
+  t.notOk(h.sockets[1]!.timeout, 'no per-socket timer (socket.setTimeout) between requests');
+  // A request meanwhile starts the wait again after its answer.
+  idle.send(get('/svc/b'));
+  await idle.responses(2);
+  h.front.sweep();
+  now += keepAliveWait - 1;
+  h.front.sweep();
+  t.equal(h.sockets[1]!.destroyed, false, 'the second request restarted the wait');
+  now += 1;
+  h.front.sweep();
+  await idle.end();
+  t.match(idle.received(), /front:\/svc\/b$/, 'both answered before it closed');
+
+  // While a request is answered the front times nothing, however long (StalledConnections does).
+  const busy = connect(h.port);
+  busy.send(get('/svc/busy'));
+  await waitFor(() => h.responses.length === 3);
+  t.notOk(h.sockets[2]!.timeout, 'no per-socket timer while answering');
+  h.front.sweep();
+  now += 100 * keepAliveWait;
+  h.front.sweep();
+  t.equal(h.sockets[2]!.destroyed, false, 'an answer under way is not the front\'s to time');
+  t.equal(h.front.waitsForRequest(h.sockets[2]!), false);
+  h.responses[2]!.writeHead(200, ['content-length', '2']);
+  h.responses[2]!.end(Buffer.from('ok'));
+  await busy.responses(0);
+  await waitFor(() => h.front.waitsForRequest(h.sockets[2]!));
+  h.front.sweep();
+  now += keepAliveWait;
+  h.front.sweep();
+  await busy.end();
+  t.equal(h.front.size, 0, 'idle after its answer, then closed after the keep-alive wait');
 });
