@@ -323,8 +323,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
             limits: { maxHeaderBytes: config.maxHeaderBytes, maxHeaders: httpServer.maxHeadersCount ?? NODE_MAX_HEADERS_COUNT },
             headersTimeoutMs: config.headersTimeoutMs,
             keepAliveTimeoutMs: httpServer.keepAliveTimeout,
+            // The waits run on real monotonic time, as the socket timers they replace did: a test
+            // that moves its clock by hours must not find its keep-alive connection closed under it.
             now: () => Date.now(),
-            clock: options.clock ? () => clock.now() : () => performance.now(),
             takes: (head) => gateway !== undefined && frontTakes(head.target),
             handle: (request, response) => {
               if (draining) response.shouldKeepAlive = false;

@@ -80,7 +80,7 @@ export class RequestFront {
     server.prependListener('connection', this.listener);
     // The waits for a request are swept, not a timer per socket: socket.setTimeout() twice per
     // request, and the refresh it costs on every read, were ~2.6k instructions per proxied request
-    // (bench/README.md). A wait may thus end up to one sweep late, never early.
+    // (bench/README.md). A wait may thus end up to about two sweeps late, never early.
     this.clock = options.clock ?? (() => performance.now());
     const every = options.sweepEveryMs ?? Math.min(1000, Math.max(10, Math.floor(Math.min(options.headersTimeoutMs, this.keepAliveWaitMs) / 8)));
     if (every > 0) {
@@ -193,7 +193,7 @@ class FrontConnection {
   /**
    * Closes the connection once no byte has moved (read, or taken by the client) for its wait, as
    * socket.setTimeout() would: counted from the first sweep that saw the wait and the bytes as they
-   * are, so never early.
+   * are, so never early, and up to about two sweeps late (the wait may begin just after a sweep).
    */
   sweep(now: number): void {
     if (this.done) return;
