@@ -383,6 +383,17 @@ export function ingressTable(result: IngressResult): string {
       if (!paced) continue;
       lines.push(`${name.padEnd(12)}  ${paced.latencyMs.p50.toFixed(2).padStart(8)}  ${paced.latencyMs.p99.toFixed(2).padStart(8)}  ${paced.latencyMs.max.toFixed(2).padStart(8)}  ${String(paced.non2xx).padStart(7)}  ${String(paced.errors).padStart(6)}`);
     }
+    const lagged = Object.entries(result.paced.results).filter(([, paced]) => paced?.generatorLagMs);
+    if (lagged.length > 0) {
+      // The generator shares the cores too: a late send or a late read of its own is in its latencies.
+      lines.push('', `the generator's own lateness (ms: sent after the scheduled time on a free connection, read after the kernel had the answer) and the p99 counted to the kernel's receipt:`, '');
+      lines.push(`${'target'.padEnd(12)}  ${'sent p99'.padStart(8)}  ${'sent max'.padStart(8)}  ${'read p99'.padStart(8)}  ${'read max'.padStart(8)}  ${'p99 at receipt'.padStart(14)}`);
+      for (const [name, paced] of lagged) {
+        const lag = paced!.generatorLagMs!;
+        const receipt = paced!.arrivalLatencyMs?.p99;
+        lines.push(`${name.padEnd(12)}  ${lag.sendP99.toFixed(2).padStart(8)}  ${lag.sendMax.toFixed(2).padStart(8)}  ${lag.readP99.toFixed(2).padStart(8)}  ${lag.readMax.toFixed(2).padStart(8)}  ${(receipt === undefined ? '-' : receipt.toFixed(2)).padStart(14)}`);
+      }
+    }
     const scheduled = Object.entries(result.paced.results).filter(([, paced]) => paced?.scheduler);
     if (scheduled.length > 0) {
       // Waiting in the run queue is time the process cannot see: its own latency histogram and
@@ -400,6 +411,15 @@ export function ingressTable(result: IngressResult): string {
         lines.push(`${name.padEnd(12)}  ${cell(scheduler!.main, 20)}  ${cell(scheduler!.others, 16)}  ${cell(upstreamScheduler?.main, 20)}  ${cell(generatorScheduler, 20)}`);
       }
     }
+    const withKernelThreads = Object.entries(result.paced.results).filter(([, paced]) => paced?.kernelThreads);
+    if (withKernelThreads.length > 0) {
+      // A kernel thread's burst takes one of the cores from the generator, the proxy and the upstream at once.
+      lines.push('', `the host's busiest kernel threads over each paced run (warm-up included; /proc/<pid>/schedstat of kthreadd's children): ms on a CPU / ms waiting for one / wake-ups`, '');
+      for (const [name, paced] of withKernelThreads) {
+        const threads = paced!.kernelThreads!.map((thread) => `${thread.name} ${thread.runMs.toFixed(0)} / ${thread.waitMs.toFixed(0)} / ${thread.wakeups}`).join(', ');
+        lines.push(`${name.padEnd(12)}  ${threads || 'none over 1 ms'}`);
+      }
+    }
     const withTcp = Object.entries(result.paced.results).filter(([, paced]) => paced?.tcp && Object.keys(paced.tcp).length > 0);
     if (withTcp.length > 0) {
       // A segment lost or a window closed stalls its connection for a timer's length, outside any process.
@@ -408,12 +428,15 @@ export function ingressTable(result: IngressResult): string {
       lines.push(`${'counter'.padEnd(22)}${withTcp.map(([name]) => name.padStart(12)).join('')}`);
       for (const counter of names) lines.push(`${counter.padEnd(22)}${withTcp.map(([, paced]) => String(paced!.tcp![counter] ?? '-').padStart(12)).join('')}`);
     }
-    if (result.paced.gatewayAddedP99Ms !== undefined) lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms`);
+    if (result.paced.gatewayAddedP99Ms !== undefined) {
+      const over = result.paced.results.gateway?.overTenMs;
+      lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms` + (over === undefined ? '' : `; ${over} of its paced requests took over 10 ms as the generator counts`));
+    }
     const { inServiceMs, eventLoopDelayMs } = result.paced.results.gateway ?? {};
     if (inServiceMs || eventLoopDelayMs) {
       lines.push(
         `the gateway's own view of its paced run (/metrics, warm-up included):` +
-          (inServiceMs ? ` in the service p50 ≤ ${inServiceMs.p50AtMost} ms, p99 ≤ ${inServiceMs.p99AtMost} ms (histogram buckets, ${inServiceMs.requests} requests);` : '') +
+          (inServiceMs ? ` in the service p50 ≤ ${inServiceMs.p50AtMost} ms, p99 ≤ ${inServiceMs.p99AtMost} ms (histogram buckets, ${inServiceMs.requests} requests)${inServiceMs.overTenMs === undefined ? '' : `, ${inServiceMs.overTenMs} over 10 ms`};` : '') +
           (eventLoopDelayMs ? ` event-loop delay p99 ${eventLoopDelayMs.p99} ms, max ${eventLoopDelayMs.max} ms` : ''),
       );
     }

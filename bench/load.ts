@@ -4,7 +4,7 @@
  */
 import autocannon, { type Instance, type Options } from 'autocannon';
 import { Pool } from 'undici';
-import { cpuMs, settle, type SchedulerCounters, type ThreadCounters } from './processes.ts';
+import { cpuMs, settle, type KernelThreadActivity, type SchedulerCounters, type ThreadCounters } from './processes.ts';
 import type { ProcessRole, Scenario } from './scenarios.ts';
 
 export interface LoadSettings {
@@ -15,6 +15,14 @@ export interface LoadSettings {
   warmup: number;
   /** per-request timeout, seconds */
   timeout: number;
+}
+
+/** bench/paced.c's own lateness (ms): a request sent after its scheduled time on a free connection, an answer read after the kernel had it. */
+export interface GeneratorLag {
+  sendP99: number;
+  sendMax: number;
+  readP99: number;
+  readMax: number;
 }
 
 export interface ScenarioResult {
@@ -54,6 +62,16 @@ export interface ScenarioResult {
   tcp?: Record<string, number>;
   /** The paced generator's own (bench/paced.c): while it waits for a CPU, its requests look slower. */
   generatorScheduler?: ThreadCounters;
+  /** How late bench/paced.c itself was over a paced run (bench/paced.c). */
+  generatorLagMs?: GeneratorLag;
+  /**
+   * A paced run's latencies counted to when the kernel received each answer (SO_TIMESTAMPNS), not
+   * to when the generator read it: what is left of the tail once the generator's own waits for a
+   * CPU are taken out of its reads (not of its sends).
+   */
+  arrivalLatencyMs?: { p50: number; p99: number; max: number };
+  /** The host's busiest kernel threads over a paced run, warm-up included (bench/processes.ts kernelThreadGrowth). */
+  kernelThreads?: KernelThreadActivity[];
   /** The service's own event-loop delay over a paced run (its /metrics), when it could be read. */
   eventLoopDelayMs?: { mean: number; p99: number; max: number };
   /**
@@ -62,7 +80,9 @@ export interface ScenarioResult {
    * quantile. Set beside a client's p99, it tells a stall inside the process from one before it
    * (a request waiting in the kernel while the event loop was busy or the process not scheduled).
    */
-  inServiceMs?: { requests: number; p50AtMost: number; p99AtMost: number };
+  inServiceMs?: { requests: number; p50AtMost: number; p99AtMost: number; /** Answered in over 10 ms (the histogram's 10 ms bucket). */ overTenMs?: number };
+  /** Requests of a paced run's measured window answered in over 10 ms, as bench/paced.c counted them. */
+  overTenMs?: number;
 }
 
 /** The running autocannon instance, so Ctrl-C can stop it. */
@@ -278,7 +298,8 @@ export function inServiceLatency(before: DurationScrape, after: DurationScrape):
     for (const bound of bounds) if (counts.get(bound)! >= quantile * total) return bound * 1000;
     return Number.POSITIVE_INFINITY;
   };
-  return { requests: total, p50AtMost: atMost(0.5), p99AtMost: atMost(0.99) };
+  const tenMs = counts.get(0.01);
+  return { requests: total, p50AtMost: atMost(0.5), p99AtMost: atMost(0.99), ...(tenMs === undefined ? {} : { overTenMs: total - tenMs }) };
 }
 
 /**

@@ -11,8 +11,9 @@
  * Usage: paced HOST PORT RATE DURATION_S WARMUP_S CONNECTIONS TIMEOUT_S REQUEST_FILE
  *   REQUEST_FILE: the whole request as sent (request line, headers, blank line, body).
  * Prints one JSON object: requests answered in the measured window, sent, statuses, errors,
- * timeouts, latencies (ms: p50 p90 p99 p999 max mean), the window's duration and the generator's
- * own scheduling (ms on a CPU, ms waiting for one, involuntary switches).
+ * timeouts, latencies (ms: p50 p90 p99 p999 max mean), how many took over 10 ms, the window's
+ * duration, the latencies counted to the kernel's receipt of each answer (SO_TIMESTAMPNS), and the
+ * generator's own lateness and scheduling (ms on a CPU, ms waiting for one, involuntary switches).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -41,6 +42,7 @@ struct connection {
   int busy;
   double scheduled; /* ms, monotonic: the scheduled time of the request in flight */
   double sent_at;
+  double arrived; /* ms, monotonic: when the kernel received the bytes last read (SO_TIMESTAMPNS) */
   char buffer[BUFFER_SIZE];
   size_t length;
   /* response parsing */
@@ -61,11 +63,20 @@ static int connection_count;
 static int epoll_fd;
 
 static double measure_from, measure_until; /* the measured window of scheduled times */
-static double *latencies;
-static size_t latency_count, latency_capacity;
+/* A growing array of measurements (ms), sorted before it is read. */
+struct samples {
+  double *values;
+  size_t count, capacity;
+};
+static struct samples latencies;
 static uint64_t statuses[600];
 static uint64_t errors, timeouts, sent_measured;
 static double last_completion;
+/* The generator's own lateness, to read a tail beside: a request sent on a free connection after its
+ * scheduled time (the generator ran late), and an answer read after the kernel had it (the same);
+ * and each latency counted to the kernel's receipt of the answer instead of its read. */
+static struct samples send_lags, read_lags, arrival_latencies;
+static double realtime_minus_monotonic;
 
 /* PACED_TIMELINE=file: the measured window in 10 ms slots of scheduled time (requests, worst latency),
  * to tell one long stall from many short ones and to line a stall up with the server's own logs. */
@@ -95,6 +106,7 @@ static int open_connection(struct connection *c) {
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   struct epoll_event event = {.events = EPOLLIN, .data.ptr = c};
   epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &event);
@@ -115,13 +127,14 @@ static void reset_parser(struct connection *c) {
 
 static int in_window(double scheduled) { return scheduled >= measure_from && scheduled < measure_until; }
 
-static void record_latency(double ms) {
-  if (latency_count == latency_capacity) {
-    latency_capacity = latency_capacity ? latency_capacity * 2 : 65536;
-    latencies = realloc(latencies, latency_capacity * sizeof *latencies);
+static void record(struct samples *samples, double ms) {
+  if (samples->count == samples->capacity) {
+    samples->capacity = samples->capacity ? samples->capacity * 2 : 65536;
+    samples->values = realloc(samples->values, samples->capacity * sizeof *samples->values);
   }
-  latencies[latency_count++] = ms;
+  samples->values[samples->count++] = ms;
 }
+
 
 static void replace_connection(struct connection *c);
 
@@ -174,7 +187,11 @@ static void fail(struct connection *c, int timed_out) {
 static void completed(struct connection *c) {
   double now = now_ms();
   if (in_window(c->scheduled)) {
-    record_latency(now - c->scheduled);
+    record(&latencies, now - c->scheduled);
+    if (c->arrived > 0) {
+      record(&read_lags, now - c->arrived);
+      record(&arrival_latencies, c->arrived - c->scheduled);
+    }
     if (slot_count) {
       size_t slot = (size_t)((c->scheduled - measure_from) / SLOT_MS);
       if (slot < slot_count) {
@@ -265,7 +282,20 @@ static int parse_body(struct connection *c, size_t *offset) {
 
 static void readable(struct connection *c) {
   for (;;) {
-    ssize_t got = read(c->fd, c->buffer + c->length, BUFFER_SIZE - c->length);
+    struct iovec io = {.iov_base = c->buffer + c->length, .iov_len = BUFFER_SIZE - c->length};
+    char control[CMSG_SPACE(sizeof(struct timespec))];
+    struct msghdr message = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    ssize_t got = recvmsg(c->fd, &message, 0);
+    if (got > 0) {
+      c->arrived = 0;
+      for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_TIMESTAMPNS) {
+          struct timespec stamp;
+          memcpy(&stamp, CMSG_DATA(header), sizeof stamp);
+          c->arrived = stamp.tv_sec * 1e3 + stamp.tv_nsec / 1e6 - realtime_minus_monotonic;
+        }
+      }
+    }
     if (got == 0) {
       /* The server closed: the end of a read-until-close body, else a failure. */
       if (c->busy && c->headers_done && c->body == BODY_UNTIL_CLOSE) {
@@ -317,6 +347,7 @@ static void dispatch(double scheduled) {
   for (int i = 0; i < connection_count; i++) {
     struct connection *c = &connections[i];
     if (!c->busy && c->fd >= 0) {
+      if (in_window(scheduled)) record(&send_lags, now_ms() - scheduled);
       send_request(c, scheduled);
       return;
     }
@@ -334,12 +365,12 @@ static int compare(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double percentile(double fraction) {
-  if (!latency_count) return 0;
-  size_t index = (size_t)(fraction * (double)latency_count + 0.999999);
+static double percentile(const struct samples *samples, double fraction) {
+  if (!samples->count) return 0;
+  size_t index = (size_t)(fraction * (double)samples->count + 0.999999);
   if (index < 1) index = 1;
-  if (index > latency_count) index = latency_count;
-  return latencies[index - 1];
+  if (index > samples->count) index = samples->count;
+  return samples->values[index - 1];
 }
 
 int main(int argc, char **argv) {
@@ -373,6 +404,11 @@ int main(int argc, char **argv) {
   pending = malloc(pending_capacity * sizeof *pending);
 
   double interval = 1e3 / rate;
+  {
+    struct timespec real;
+    clock_gettime(CLOCK_REALTIME, &real);
+    realtime_minus_monotonic = real.tv_sec * 1e3 + real.tv_nsec / 1e6 - now_ms();
+  }
   double start = now_ms();
   measure_from = start + warmup_ms;
   measure_until = measure_from + duration_ms;
@@ -417,14 +453,26 @@ int main(int argc, char **argv) {
       fclose(out);
     }
   }
-  qsort(latencies, latency_count, sizeof *latencies, compare);
+  qsort(latencies.values, latencies.count, sizeof(double), compare);
   double sum = 0;
-  for (size_t i = 0; i < latency_count; i++) sum += latencies[i];
+  for (size_t i = 0; i < latencies.count; i++) sum += latencies.values[i];
   double window_ms = (last_completion > measure_until ? last_completion : measure_until) - measure_from;
-  printf("{\"requests\":%zu,\"sent\":%llu,\"errors\":%llu,\"timeouts\":%llu,\"durationS\":%.3f,", latency_count,
+  printf("{\"requests\":%zu,\"sent\":%llu,\"errors\":%llu,\"timeouts\":%llu,\"durationS\":%.3f,", latencies.count,
          (unsigned long long)sent_measured, (unsigned long long)errors, (unsigned long long)timeouts, window_ms / 1e3);
-  printf("\"latencyMs\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f},", percentile(0.5),
-         percentile(0.9), percentile(0.99), percentile(0.999), percentile(1), latency_count ? sum / (double)latency_count : 0);
+  printf("\"latencyMs\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f},", percentile(&latencies, 0.5),
+         percentile(&latencies, 0.9), percentile(&latencies, 0.99), percentile(&latencies, 0.999), percentile(&latencies, 1),
+         latencies.count ? sum / (double)latencies.count : 0);
+  qsort(send_lags.values, send_lags.count, sizeof(double), compare);
+  qsort(read_lags.values, read_lags.count, sizeof(double), compare);
+  qsort(arrival_latencies.values, arrival_latencies.count, sizeof(double), compare);
+  printf("\"generatorLagMs\":{\"sendP99\":%.3f,\"sendMax\":%.3f,\"readP99\":%.3f,\"readMax\":%.3f},", percentile(&send_lags, 0.99),
+         percentile(&send_lags, 1), percentile(&read_lags, 0.99), percentile(&read_lags, 1));
+  size_t over_ten = 0;
+  for (size_t i = 0; i < latencies.count; i++) over_ten += latencies.values[i] > 10.0;
+  printf("\"overTenMs\":%zu,", over_ten);
+  if (arrival_latencies.count)
+    printf("\"arrivalLatencyMs\":{\"p50\":%.3f,\"p99\":%.3f,\"max\":%.3f},", percentile(&arrival_latencies, 0.5),
+           percentile(&arrival_latencies, 0.99), percentile(&arrival_latencies, 1));
   printf("\"statusCodes\":{");
   int first = 1;
   for (int code = 0; code < 600; code++) {

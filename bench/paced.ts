@@ -9,7 +9,8 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { LoadSettings, ScenarioResult } from './load.ts';
-import { cpuMs, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
+import { cpuMs, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
+import type { GeneratorLag } from './load.ts';
 
 const run = promisify(execFile);
 
@@ -24,6 +25,11 @@ interface PacedReport {
   statusCodes: Record<string, number>;
   /** The generator's own scheduling over its run (absent from an older build of paced.c). */
   scheduler?: ThreadCounters;
+  /** How late the generator itself was: sending on a free connection, and reading what the kernel had received. */
+  generatorLagMs?: GeneratorLag;
+  /** Latencies to the kernel's receipt of each answer's last bytes, not to the generator's read of them. */
+  arrivalLatencyMs?: { p50: number; p99: number; max: number };
+  overTenMs?: number;
 }
 
 /** The generator's binary, or why there is none (then the bench falls back to the in-process one). */
@@ -52,6 +58,7 @@ export async function runExternalPaced(
   const before = cpuMs(target.pids);
   const scheduledBefore = schedulerCounters(target.pids);
   const upstreamBefore = target.upstreamPids && schedulerCounters(target.upstreamPids);
+  const kernelBefore = kernelThreadCounters();
   // The CPU is read around the whole run, warm-up included, so it is divided by every request
   // scheduled in it (the report's `sent` counts the measured window only).
   const { stdout } = await run(binary, [url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
@@ -61,6 +68,7 @@ export async function runExternalPaced(
   });
   const scheduler = schedulerGrowth(scheduledBefore, schedulerCounters(target.pids));
   const upstreamScheduler = upstreamBefore && schedulerGrowth(upstreamBefore, schedulerCounters(target.upstreamPids!));
+  const kernelThreads = kernelThreadGrowth(kernelBefore, kernelThreadCounters(), 4);
   await settle(target.pids);
   const cpu = cpuMs(target.pids) - before;
   const report = JSON.parse(stdout) as PacedReport;
@@ -84,5 +92,9 @@ export async function runExternalPaced(
     scheduler,
     ...(upstreamScheduler ? { upstreamScheduler } : {}),
     ...(report.scheduler ? { generatorScheduler: report.scheduler } : {}),
+    ...(report.generatorLagMs ? { generatorLagMs: report.generatorLagMs } : {}),
+    ...(report.arrivalLatencyMs ? { arrivalLatencyMs: report.arrivalLatencyMs } : {}),
+    ...(report.overTenMs === undefined ? {} : { overTenMs: report.overTenMs }),
+    kernelThreads,
   };
 }

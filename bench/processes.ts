@@ -526,6 +526,56 @@ export function schedulerGrowth(before: SchedulerCounters, after: SchedulerCount
   return { main: grown(before.main, after.main), others: grown(before.others, after.others) };
 }
 
+/** What one of the host's kernel threads did over a run. */
+export interface KernelThreadActivity {
+  name: string;
+  /** Time on a CPU: a CPU the benchmark's processes did not have meanwhile. */
+  runMs: number;
+  /** Time runnable but waiting for a CPU: for ksoftirqd, packets between two processes on loopback wait as long. */
+  waitMs: number;
+  /** Times it went to sleep of its own accord: its wake-ups, about. */
+  wakeups: number;
+}
+
+/** A kernel thread's counters at one moment, by pid. */
+export type KernelThreadCounters = Map<number, { name: string; runMs: number; waitMs: number; wakeups: number }>;
+
+/**
+ * The host's kernel threads (children of kthreadd, pid 2) as the scheduler counts them now. A
+ * kernel thread that runs in bursts (a memory monitor waking every half second, say) takes a
+ * core away from a 2-core benchmark for as long, and no process's own counters show it.
+ */
+export function kernelThreadCounters(): KernelThreadCounters {
+  const counters: KernelThreadCounters = new Map();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (readStat(pid)?.ppid !== 2) continue;
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      const { runMs, waitMs } = threadCounters(readFileSync(`/proc/${pid}/schedstat`, 'utf8'), status);
+      const wakeups = Number(/^voluntary_ctxt_switches:\s*(\d+)$/m.exec(status)?.[1] ?? 0);
+      counters.set(pid, { name: /^Name:\s*(.*)$/m.exec(status)?.[1] ?? String(pid), runMs, waitMs, wakeups });
+    } catch {
+      // ended, or a kernel without schedstat
+    }
+  }
+  return counters;
+}
+
+/** The kernel threads that ran or waited to run at least `minMs` between two readings, busiest first (at most `top`). */
+export function kernelThreadGrowth(before: KernelThreadCounters, after: KernelThreadCounters, top = 3, minMs = 1): KernelThreadActivity[] {
+  const grown: KernelThreadActivity[] = [];
+  for (const [pid, now] of after) {
+    const then = before.get(pid);
+    if (!then) continue; // started meanwhile: its counters are not a growth
+    const runMs = Math.round((now.runMs - then.runMs) * 10) / 10;
+    const waitMs = Math.round((now.waitMs - then.waitMs) * 10) / 10;
+    if (runMs + waitMs >= minMs) grown.push({ name: now.name, runMs, waitMs, wakeups: now.wakeups - then.wakeups });
+  }
+  return grown.sort((a, b) => b.runMs + b.waitMs - (a.runMs + a.waitMs)).slice(0, top);
+}
+
 /**
  * Waits until the processes are idle (at most one clock tick, 10 ms, over 250 ms), at most `maxMs`;
  * false if they never were. Requests still in flight when a run stops (64 queued bcrypt hashes

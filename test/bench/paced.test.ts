@@ -75,6 +75,14 @@ t.test('a stall is charged to every request scheduled during it (latency from th
   t.ok(result.latencyMs.max >= 150, `max ${result.latencyMs.max} ms`);
   t.ok(result.latencyMs.p90 >= 20, `p90 ${result.latencyMs.p90} ms`);
   t.ok(result.latencyMs.p50 < 20, `p50 ${result.latencyMs.p50} ms`);
+  // The stall is the server's: counted to the kernel's receipt of the answers, it is still there,
+  // and no request's latency to its receipt exceeds its latency to the generator's read.
+  const receipt = result.arrivalLatencyMs;
+  t.ok(receipt && receipt.max >= 150, `max at receipt ${receipt?.max} ms`);
+  t.ok(receipt && receipt.p99 <= result.latencyMs.p99 && receipt.p50 <= result.latencyMs.p50, 'receipt before read');
+  t.ok(result.overTenMs !== undefined && result.overTenMs >= 50 && result.overTenMs < result.requests / 2, `the stalled requests counted over 10 ms (${result.overTenMs})`);
+  const lag = result.generatorLagMs;
+  t.ok(lag && lag.sendP99 >= 0 && lag.readP99 >= 0 && lag.readMax >= lag.readP99 && lag.sendMax >= lag.sendP99, `paced.c reports its own lateness (${JSON.stringify(lag)})`);
 });
 
 t.test('the scheduler’s view: the server’s threads, its upstream’s, the generator’s own', async (t) => {

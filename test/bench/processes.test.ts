@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import t from 'tap';
-import { cpuMs, cpuTimes, gcEventOf, schedulerCounters, schedulerGrowth, summariseGc, threadCounters } from '../../bench/processes.ts';
+import { cpuMs, cpuTimes, gcEventOf, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, summariseGc, threadCounters } from '../../bench/processes.ts';
 
 // The ingress bench charges CPU to a process tree and reads the scheduler's counters around its
 // paced runs, to say whether a tail is the event loop waiting for a CPU. Real processes here.
@@ -16,6 +16,36 @@ t.test('growth between two readings', async (t) => {
   const before = { main: { runMs: 10, waitMs: 1, preempted: 2 }, others: { runMs: 5, waitMs: 0.5, preempted: 0 } };
   const after = { main: { runMs: 110.04, waitMs: 31.06, preempted: 12 }, others: { runMs: 5, waitMs: 0.5, preempted: 3 } };
   t.same(schedulerGrowth(before, after), { main: { runMs: 100, waitMs: 30.1, preempted: 10 }, others: { runMs: 0, waitMs: 0, preempted: 3 } });
+});
+
+t.test('the kernel threads that ran between two readings, busiest first', async (t) => {
+  const before = new Map([
+    [79, { name: 'kdamond.0', runMs: 100, waitMs: 4, wakeups: 10 }],
+    [14, { name: 'ksoftirqd/0', runMs: 50, waitMs: 20, wakeups: 400 }],
+    [15, { name: 'rcu_preempt', runMs: 7, waitMs: 1, wakeups: 90 }],
+    [16, { name: 'kworker/0:1-events', runMs: 3, waitMs: 0, wakeups: 30 }],
+  ]);
+  const after = new Map([
+    [79, { name: 'kdamond.0', runMs: 312.46, waitMs: 10, wakeups: 30 }],
+    [14, { name: 'ksoftirqd/0', runMs: 52, waitMs: 240.04, wakeups: 700 }],
+    [15, { name: 'rcu_preempt', runMs: 7.5, waitMs: 1.2, wakeups: 95 }],
+    [16, { name: 'kworker/0:1-mm_percpu_wq', runMs: 5, waitMs: 0, wakeups: 31 }],
+    [900, { name: 'kworker/u8:3', runMs: 40, waitMs: 0, wakeups: 4 }],
+  ]);
+  t.same(kernelThreadGrowth(before, after), [
+    { name: 'ksoftirqd/0', runMs: 2, waitMs: 220, wakeups: 300 },
+    { name: 'kdamond.0', runMs: 212.5, waitMs: 6, wakeups: 20 },
+    { name: 'kworker/0:1-mm_percpu_wq', runMs: 2, waitMs: 0, wakeups: 1 },
+  ], 'by time run and waited; under a millisecond left out; a thread that started meanwhile has no growth; its latest name');
+  t.same(kernelThreadGrowth(before, after, 1), [{ name: 'ksoftirqd/0', runMs: 2, waitMs: 220, wakeups: 300 }], 'at most `top`');
+});
+
+t.test("kthreadd's children are read, and no process of ours", async (t) => {
+  const threads = kernelThreadCounters();
+  t.ok(threads.size > 0, `kernel threads found (${threads.size})`);
+  t.notOk(threads.has(process.pid), 'not this process');
+  t.ok([...threads.values()].some((thread) => /^(ksoftirqd|kworker|rcu_|migration)/.test(thread.name)), 'a kernel thread every Linux has');
+  t.ok([...threads.values()].every((thread) => Number.isFinite(thread.runMs) && thread.runMs >= 0 && Number.isInteger(thread.wakeups)), 'counters are numbers');
 });
 
 /**
