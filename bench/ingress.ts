@@ -299,6 +299,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
     const paced: NonNullable<IngressResult['paced']> = { rate, generator: 'binary' in generator ? 'bench/paced.c' : 'in-process (bench/load.ts)', results: {} };
     for (const name of ['direct', 'nginx', 'gateway'] as const) {
       const scenario: Scenario = {
+        // A scenario name of bench/scenarios.ts: BENCH_PACED_TIMELINE's files are <prefix>-upstream-direct, -bare-proxy (nginx's run) and -gateway.
         name: name === 'gateway' ? 'gateway' : name === 'nginx' ? 'bare-proxy' : 'upstream-direct',
         measures: `${name}, paced at ${rate} req/s (open loop, latency from the scheduled time)`,
         method: 'GET',
@@ -386,12 +387,14 @@ export function ingressTable(result: IngressResult): string {
     const lagged = Object.entries(result.paced.results).filter(([, paced]) => paced?.generatorLagMs);
     if (lagged.length > 0) {
       // The generator shares the cores too: a late send or a late read of its own is in its latencies.
+      // A late read shows as a gap between the p99 and the p99 at receipt; a late send moves both.
       lines.push('', `the generator's own lateness (ms: sent after the scheduled time on a free connection, read after the kernel had the answer) and the p99 counted to the kernel's receipt:`, '');
       lines.push(`${'target'.padEnd(12)}  ${'sent p99'.padStart(8)}  ${'sent max'.padStart(8)}  ${'read p99'.padStart(8)}  ${'read max'.padStart(8)}  ${'p99 at receipt'.padStart(14)}`);
       for (const [name, paced] of lagged) {
         const lag = paced!.generatorLagMs!;
         const receipt = paced!.arrivalLatencyMs?.p99;
-        lines.push(`${name.padEnd(12)}  ${lag.sendP99.toFixed(2).padStart(8)}  ${lag.sendMax.toFixed(2).padStart(8)}  ${lag.readP99.toFixed(2).padStart(8)}  ${lag.readMax.toFixed(2).padStart(8)}  ${(receipt === undefined ? '-' : receipt.toFixed(2)).padStart(14)}`);
+        const cell = (ms: number | undefined, width: number) => (ms === undefined ? '-' : ms.toFixed(2)).padStart(width);
+        lines.push(`${name.padEnd(12)}  ${cell(lag.sendP99, 8)}  ${cell(lag.sendMax, 8)}  ${cell(lag.readP99, 8)}  ${cell(lag.readMax, 8)}  ${cell(receipt, 14)}`);
       }
     }
     const scheduled = Object.entries(result.paced.results).filter(([, paced]) => paced?.scheduler);
@@ -412,9 +415,10 @@ export function ingressTable(result: IngressResult): string {
       }
     }
     const withKernelThreads = Object.entries(result.paced.results).filter(([, paced]) => paced?.kernelThreads);
+    // Absent where no kernel thread could be seen (a container's /proc); empty where none was busy.
     if (withKernelThreads.length > 0) {
       // A kernel thread's burst takes one of the cores from the generator, the proxy and the upstream at once.
-      lines.push('', `the host's busiest kernel threads over each paced run (warm-up included; /proc/<pid>/schedstat of kthreadd's children): ms on a CPU / ms waiting for one / wake-ups`, '');
+      lines.push('', `the host's busiest kernel threads over each paced run (warm-up included; /proc/<pid>/schedstat of PF_KTHREAD tasks): ms on a CPU / ms waiting for one / wake-ups`, '');
       for (const [name, paced] of withKernelThreads) {
         const threads = paced!.kernelThreads!.map((thread) => `${thread.name} ${thread.runMs.toFixed(0)} / ${thread.waitMs.toFixed(0)} / ${thread.wakeups}`).join(', ');
         lines.push(`${name.padEnd(12)}  ${threads || 'none over 1 ms'}`);
@@ -430,13 +434,13 @@ export function ingressTable(result: IngressResult): string {
     }
     if (result.paced.gatewayAddedP99Ms !== undefined) {
       const over = result.paced.results.gateway?.overTenMs;
-      lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms` + (over === undefined ? '' : `; ${over} of its paced requests took over 10 ms as the generator counts`));
+      lines.push('', `gateway's added p99 (gateway p99 − direct p99): ${result.paced.gatewayAddedP99Ms} ms` + (over === undefined ? '' : `; ${over} of its paced requests took over 10 ms as the generator counts (measured window only)`));
     }
     const { inServiceMs, eventLoopDelayMs } = result.paced.results.gateway ?? {};
     if (inServiceMs || eventLoopDelayMs) {
       lines.push(
         `the gateway's own view of its paced run (/metrics, warm-up included):` +
-          (inServiceMs ? ` in the service p50 ≤ ${inServiceMs.p50AtMost} ms, p99 ≤ ${inServiceMs.p99AtMost} ms (histogram buckets, ${inServiceMs.requests} requests)${inServiceMs.overTenMs === undefined ? '' : `, ${inServiceMs.overTenMs} over 10 ms`};` : '') +
+          (inServiceMs ? ` in the service p50 ≤ ${inServiceMs.p50AtMost} ms, p99 ≤ ${inServiceMs.p99AtMost} ms (histogram buckets, ${inServiceMs.requests} requests)${inServiceMs.overTenMs === undefined ? '' : `, ${inServiceMs.overTenMs} over 10 ms (warm-up included)`};` : '') +
           (eventLoopDelayMs ? ` event-loop delay p99 ${eventLoopDelayMs.p99} ms, max ${eventLoopDelayMs.max} ms` : ''),
       );
     }

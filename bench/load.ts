@@ -17,12 +17,24 @@ export interface LoadSettings {
   timeout: number;
 }
 
-/** bench/paced.c's own lateness (ms): a request sent after its scheduled time on a free connection, an answer read after the kernel had it. */
+/**
+ * bench/paced.c's own lateness (ms): requests sent after their scheduled time on a free connection
+ * (`sends` of them measured), answers read after the kernel had them (`reads`: those with a receive
+ * timestamp). No quantiles where none was measured.
+ */
 export interface GeneratorLag {
-  sendP99: number;
-  sendMax: number;
-  readP99: number;
-  readMax: number;
+  sends: number;
+  sendP99?: number;
+  sendMax?: number;
+  reads: number;
+  readP99?: number;
+  readMax?: number;
+}
+
+export interface LatencyQuantiles {
+  p50: number;
+  p99: number;
+  max: number;
 }
 
 export interface ScenarioResult {
@@ -65,11 +77,11 @@ export interface ScenarioResult {
   /** How late bench/paced.c itself was over a paced run (bench/paced.c). */
   generatorLagMs?: GeneratorLag;
   /**
-   * A paced run's latencies counted to when the kernel received each answer (SO_TIMESTAMPNS), not
-   * to when the generator read it: what is left of the tail once the generator's own waits for a
-   * CPU are taken out of its reads (not of its sends).
+   * A paced run's latencies counted to when the kernel's receive path took in each answer's last
+   * segment (SO_TIMESTAMPNS; on loopback, about when the server sent it), not to when the generator
+   * read it: the generator's late reads taken out (its late sends are still in both).
    */
-  arrivalLatencyMs?: { p50: number; p99: number; max: number };
+  arrivalLatencyMs?: LatencyQuantiles;
   /** The host's busiest kernel threads over a paced run, warm-up included (bench/processes.ts kernelThreadGrowth). */
   kernelThreads?: KernelThreadActivity[];
   /** The service's own event-loop delay over a paced run (its /metrics), when it could be read. */

@@ -42,7 +42,9 @@ struct connection {
   int busy;
   double scheduled; /* ms, monotonic: the scheduled time of the request in flight */
   double sent_at;
-  double arrived; /* ms, monotonic: when the kernel received the bytes last read (SO_TIMESTAMPNS) */
+  /* ms, monotonic: when the kernel's receive path took in the last segment read (SO_TIMESTAMPNS; on
+   * loopback that is about when the server sent it); 0 if the read brought no timestamp. */
+  double arrived;
   char buffer[BUFFER_SIZE];
   size_t length;
   /* response parsing */
@@ -63,18 +65,20 @@ static int connection_count;
 static int epoll_fd;
 
 static double measure_from, measure_until; /* the measured window of scheduled times */
-/* A growing array of measurements (ms), sorted before it is read. */
+/* A growing array of measurements (ms); percentile() sorts it when first read after a record(). */
 struct samples {
   double *values;
   size_t count, capacity;
+  int sorted;
 };
 static struct samples latencies;
 static uint64_t statuses[600];
 static uint64_t errors, timeouts, sent_measured;
 static double last_completion;
-/* The generator's own lateness, to read a tail beside: a request sent on a free connection after its
- * scheduled time (the generator ran late), and an answer read after the kernel had it (the same);
- * and each latency counted to the kernel's receipt of the answer instead of its read. */
+/* The generator's own lateness, so that a tail it caused can be told from the server's: a request
+ * sent on a free connection after its scheduled time (one that waited for a busy connection is the
+ * server's delay, not counted here), and an answer read after the kernel had it; and each latency
+ * counted to the kernel's receipt of the answer instead of to its read. */
 static struct samples send_lags, read_lags, arrival_latencies;
 static double realtime_minus_monotonic;
 
@@ -133,8 +137,8 @@ static void record(struct samples *samples, double ms) {
     samples->values = realloc(samples->values, samples->capacity * sizeof *samples->values);
   }
   samples->values[samples->count++] = ms;
+  samples->sorted = 0;
 }
-
 
 static void replace_connection(struct connection *c);
 
@@ -188,7 +192,7 @@ static void completed(struct connection *c) {
   double now = now_ms();
   if (in_window(c->scheduled)) {
     record(&latencies, now - c->scheduled);
-    if (c->arrived > 0) {
+    if (c->arrived > 0 && c->arrived <= now) {
       record(&read_lags, now - c->arrived);
       record(&arrival_latencies, c->arrived - c->scheduled);
     }
@@ -283,8 +287,11 @@ static int parse_body(struct connection *c, size_t *offset) {
 static void readable(struct connection *c) {
   for (;;) {
     struct iovec io = {.iov_base = c->buffer + c->length, .iov_len = BUFFER_SIZE - c->length};
-    char control[CMSG_SPACE(sizeof(struct timespec))];
-    struct msghdr message = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    union {
+      char buffer[CMSG_SPACE(sizeof(struct timespec))];
+      struct cmsghdr align;
+    } control;
+    struct msghdr message = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = control.buffer, .msg_controllen = sizeof control.buffer};
     ssize_t got = recvmsg(c->fd, &message, 0);
     if (got > 0) {
       c->arrived = 0;
@@ -365,8 +372,12 @@ static int compare(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double percentile(const struct samples *samples, double fraction) {
+static double percentile(struct samples *samples, double fraction) {
   if (!samples->count) return 0;
+  if (!samples->sorted) {
+    qsort(samples->values, samples->count, sizeof *samples->values, compare);
+    samples->sorted = 1;
+  }
   size_t index = (size_t)(fraction * (double)samples->count + 0.999999);
   if (index < 1) index = 1;
   if (index > samples->count) index = samples->count;
@@ -413,9 +424,7 @@ int main(int argc, char **argv) {
   measure_from = start + warmup_ms;
   measure_until = measure_from + duration_ms;
   const char *timeline = getenv("PACED_TIMELINE");
-  struct timespec wall;
-  clock_gettime(CLOCK_REALTIME, &wall);
-  double wall_from = wall.tv_sec * 1e3 + wall.tv_nsec / 1e6 + warmup_ms;
+  double wall_from = measure_from + realtime_minus_monotonic;
   if (timeline && *timeline) {
     slot_count = (size_t)(duration_ms / SLOT_MS) + 1;
     slot_worst = calloc(slot_count, sizeof *slot_worst);
@@ -453,7 +462,6 @@ int main(int argc, char **argv) {
       fclose(out);
     }
   }
-  qsort(latencies.values, latencies.count, sizeof(double), compare);
   double sum = 0;
   for (size_t i = 0; i < latencies.count; i++) sum += latencies.values[i];
   double window_ms = (last_completion > measure_until ? last_completion : measure_until) - measure_from;
@@ -462,11 +470,13 @@ int main(int argc, char **argv) {
   printf("\"latencyMs\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f},", percentile(&latencies, 0.5),
          percentile(&latencies, 0.9), percentile(&latencies, 0.99), percentile(&latencies, 0.999), percentile(&latencies, 1),
          latencies.count ? sum / (double)latencies.count : 0);
-  qsort(send_lags.values, send_lags.count, sizeof(double), compare);
-  qsort(read_lags.values, read_lags.count, sizeof(double), compare);
-  qsort(arrival_latencies.values, arrival_latencies.count, sizeof(double), compare);
-  printf("\"generatorLagMs\":{\"sendP99\":%.3f,\"sendMax\":%.3f,\"readP99\":%.3f,\"readMax\":%.3f},", percentile(&send_lags, 0.99),
-         percentile(&send_lags, 1), percentile(&read_lags, 0.99), percentile(&read_lags, 1));
+  /* How many of each were measured, and their p99 and max only where there were some: no timestamp
+   * (a kernel without them) must not read as a generator that was never late. */
+  printf("\"generatorLagMs\":{\"sends\":%zu,", send_lags.count);
+  if (send_lags.count) printf("\"sendP99\":%.3f,\"sendMax\":%.3f,", percentile(&send_lags, 0.99), percentile(&send_lags, 1));
+  printf("\"reads\":%zu", read_lags.count);
+  if (read_lags.count) printf(",\"readP99\":%.3f,\"readMax\":%.3f", percentile(&read_lags, 0.99), percentile(&read_lags, 1));
+  printf("},");
   size_t over_ten = 0;
   for (size_t i = 0; i < latencies.count; i++) over_ten += latencies.values[i] > 10.0;
   printf("\"overTenMs\":%zu,", over_ten);

@@ -8,9 +8,8 @@ import { execFile, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { LoadSettings, ScenarioResult } from './load.ts';
+import type { GeneratorLag, LatencyQuantiles, LoadSettings, ScenarioResult } from './load.ts';
 import { cpuMs, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
-import type { GeneratorLag } from './load.ts';
 
 const run = promisify(execFile);
 
@@ -27,8 +26,9 @@ interface PacedReport {
   scheduler?: ThreadCounters;
   /** How late the generator itself was: sending on a free connection, and reading what the kernel had received. */
   generatorLagMs?: GeneratorLag;
-  /** Latencies to the kernel's receipt of each answer's last bytes, not to the generator's read of them. */
-  arrivalLatencyMs?: { p50: number; p99: number; max: number };
+  /** Latencies to the kernel's receipt of each answer's last segment, not to the generator's read of it. */
+  arrivalLatencyMs?: LatencyQuantiles;
+  /** Requests of the measured window answered in over 10 ms. */
   overTenMs?: number;
 }
 
@@ -68,7 +68,8 @@ export async function runExternalPaced(
   });
   const scheduler = schedulerGrowth(scheduledBefore, schedulerCounters(target.pids));
   const upstreamScheduler = upstreamBefore && schedulerGrowth(upstreamBefore, schedulerCounters(target.upstreamPids!));
-  const kernelThreads = kernelThreadGrowth(kernelBefore, kernelThreadCounters(), 4);
+  // None seen at all (a container's /proc): none reported, rather than "none busy".
+  const kernelThreads = kernelBefore.size > 0 ? kernelThreadGrowth(kernelBefore, kernelThreadCounters(), 4) : undefined;
   await settle(target.pids);
   const cpu = cpuMs(target.pids) - before;
   const report = JSON.parse(stdout) as PacedReport;
@@ -95,6 +96,6 @@ export async function runExternalPaced(
     ...(report.generatorLagMs ? { generatorLagMs: report.generatorLagMs } : {}),
     ...(report.arrivalLatencyMs ? { arrivalLatencyMs: report.arrivalLatencyMs } : {}),
     ...(report.overTenMs === undefined ? {} : { overTenMs: report.overTenMs }),
-    kernelThreads,
+    ...(kernelThreads ? { kernelThreads } : {}),
   };
 }

@@ -395,11 +395,16 @@ export function clockTicksPerSecond(): number {
 
 interface ProcStat {
   ppid: number;
+  /** The kernel's per-process flags (field 9): PF_KTHREAD marks a kernel thread. */
+  flags: number;
   userTicks: number;
   systemTicks: number;
 }
 
-/** ppid, utime and stime of one process; undefined if it is gone. */
+/** PF_KTHREAD in include/linux/sched.h. */
+const KERNEL_THREAD_FLAG = 0x00200000;
+
+/** ppid, flags, utime and stime of one process; undefined if it is gone. */
 function readStat(pid: number): ProcStat | undefined {
   let text: string;
   try {
@@ -409,8 +414,8 @@ function readStat(pid: number): ProcStat | undefined {
   }
   // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-  return { ppid: Number(fields[1]), userTicks: Number(fields[11]), systemTicks: Number(fields[12]) };
+  // fields[0] is field 3 (state): ppid is field 4, flags 9, utime 14, stime 15.
+  return { ppid: Number(fields[1]), flags: Number(fields[6]), userTicks: Number(fields[11]), systemTicks: Number(fields[12]) };
 }
 
 /** The given processes and all their live descendants (a service that forks workers is one tree). */
@@ -538,10 +543,11 @@ export interface KernelThreadActivity {
 }
 
 /** A kernel thread's counters at one moment, by pid. */
-export type KernelThreadCounters = Map<number, { name: string; runMs: number; waitMs: number; wakeups: number }>;
+export type KernelThreadCounters = Map<number, KernelThreadActivity>;
 
 /**
- * The host's kernel threads (children of kthreadd, pid 2) as the scheduler counts them now. A
+ * The host's kernel threads (PF_KTHREAD; none where /proc shows only a container's own processes)
+ * as the scheduler counts them now. A
  * kernel thread that runs in bursts (a memory monitor waking every half second, say) takes a
  * core away from a 2-core benchmark for as long, and no process's own counters show it.
  */
@@ -550,7 +556,8 @@ export function kernelThreadCounters(): KernelThreadCounters {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const pid = Number(entry);
-    if (readStat(pid)?.ppid !== 2) continue;
+    const stat = readStat(pid);
+    if (!stat || (stat.flags & KERNEL_THREAD_FLAG) === 0) continue;
     try {
       const status = readFileSync(`/proc/${pid}/status`, 'utf8');
       const { runMs, waitMs } = threadCounters(readFileSync(`/proc/${pid}/schedstat`, 'utf8'), status);

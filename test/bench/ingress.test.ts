@@ -1,5 +1,6 @@
 import t from 'tap';
 import { ingressTable, parseWrk } from '../../bench/ingress.ts';
+import type { ScenarioResult } from '../../bench/load.ts';
 
 // The ingress benchmark reads wrk's report: a misread unit would put the gateway 1000× off nginx.
 
@@ -66,4 +67,40 @@ t.test('BENCH_PERF_EVENTS=1: the table gives each target’s kernel events per r
   t.match(section, /wakeups\s+2\.00\s+4\.00\s+5\.00/);
   t.match(section, /madvise\s+0\.00\s+-\s+0\.50/, 'an event shown when one target had 0.01 or more; "-" where perf did not count it');
   t.notMatch(ingressTable({ ...JSON.parse(JSON.stringify({ settings: { threads: 1, connections: 32, durationS: 1, rounds: 1, pacedShare: 0, pacedDurationS: 1 }, tools: { wrk: 'w', nginx: 'n' } })), rounds: { direct: [run(10)], nginx: [run(20)], 'bare-proxy': [run(40)], gateway: [run(80)] }, summary: { direct: summary(10), nginx: summary(20), 'bare-proxy': summary(40), gateway: summary(80) } }), /kernel events/, 'none counted: no section');
+});
+
+t.test('the paced report: the generator’s lateness, the kernel threads, the requests over 10 ms', async (t) => {
+  const run = { requests: 1000, durationS: 1, rps: 1000, cpuUsPerRequest: 10, kernelUsPerRequest: 5, latencyMs: { p50: 1, p99: 2, max: 3 }, non2xx: 0, socketErrors: 0 };
+  const summary = { cpuUsPerRequest: 10, kernelUsPerRequest: 5, mainThreadUsPerRequest: 7, rps: 1000, cpuVsNginx: 1, rpsVsNginx: 1 };
+  const paced = (name: string, p99: number, extra: Partial<ScenarioResult>): ScenarioResult => ({
+    name, request: 'GET /', measures: name, durationS: 10, requests: 5000, sent: 5000, rps: 500,
+    latencyMs: { p50: 0.2, p90: 0.5, p99, max: p99 * 2 }, statusCodes: { '200': 5000 }, non2xx: 0, errors: 0, timeouts: 0, errorSamples: [], cpuUsPerRequest: {},
+    ...extra,
+  });
+  const table = ingressTable({
+    settings: { threads: 1, connections: 32, durationS: 1, rounds: 1, pacedShare: 0.5, pacedDurationS: 10 },
+    tools: { wrk: 'wrk 4', nginx: 'nginx 1' },
+    rounds: { direct: [run], nginx: [run], 'bare-proxy': [run], gateway: [run] },
+    summary: { direct: summary, nginx: summary, 'bare-proxy': summary, gateway: summary },
+    paced: {
+      rate: 500,
+      generator: 'bench/paced.c',
+      results: {
+        direct: paced('direct', 1, { generatorLagMs: { sends: 4000, sendP99: 0.3, sendMax: 4, reads: 5000, readP99: 0.1, readMax: 2 }, arrivalLatencyMs: { p50: 0.1, p99: 0.9, max: 2 }, kernelThreads: [] }),
+        nginx: paced('nginx', 3, { generatorLagMs: { sends: 4000, reads: 0 }, kernelThreads: [{ name: 'kdamond.0', runMs: 120.4, waitMs: 9.6, wakeups: 21 }] }),
+        gateway: paced('gateway', 9, { overTenMs: 40, inServiceMs: { requests: 6000, p50AtMost: 0.5, p99AtMost: 2.5, overTenMs: 3 } }),
+      },
+      gatewayAddedP99Ms: 8,
+    },
+  });
+  const lateness = table.slice(table.indexOf("the generator's own lateness"), table.indexOf("the host's busiest kernel threads"));
+  t.match(lateness, /direct\s+0\.30\s+4\.00\s+0\.10\s+2\.00\s+0\.90\n/, 'lateness and the p99 at receipt');
+  t.match(lateness, /nginx\s+-\s+-\s+-\s+-\s+-\n/, 'no quantile where nothing was measured, not a zero');
+  t.notMatch(lateness, /gateway/, 'no lateness row for a run without one');
+  const kernelThreads = table.slice(table.indexOf("the host's busiest kernel threads"), table.indexOf('gateway\'s added p99'));
+  t.match(kernelThreads, /direct\s+none over 1 ms\n/, 'kernel threads seen, none busy');
+  t.match(kernelThreads, /nginx\s+kdamond\.0 120 \/ 10 \/ 21\n/);
+  t.notMatch(kernelThreads, /gateway/, 'none seen at all: no row');
+  t.match(table, /added p99 \(gateway p99 − direct p99\): 8 ms; 40 of its paced requests took over 10 ms as the generator counts/);
+  t.match(table, /p99 ≤ 2\.5 ms \(histogram buckets, 6000 requests\), 3 over 10 ms \(warm-up included\)/);
 });

@@ -40,7 +40,7 @@ t.test('the kernel threads that ran between two readings, busiest first', async 
   t.same(kernelThreadGrowth(before, after, 1), [{ name: 'ksoftirqd/0', runMs: 2, waitMs: 220, wakeups: 300 }], 'at most `top`');
 });
 
-t.test("kthreadd's children are read, and no process of ours", async (t) => {
+t.test('the kernel threads are read, and no process of ours', async (t) => {
   const threads = kernelThreadCounters();
   t.ok(threads.size > 0, `kernel threads found (${threads.size})`);
   t.notOk(threads.has(process.pid), 'not this process');
