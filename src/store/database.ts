@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { MikroORM, type Options } from '@mikro-orm/core';
-import { PostgreSqlDriver, type EntityManager } from '@mikro-orm/postgresql';
+import { PostgreSqlDriver, PostgreSqlKnexDialect, type EntityManager } from '@mikro-orm/postgresql';
 import { allEntities } from './entities.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { DatabaseHealth } from './database-health.ts';
@@ -139,6 +139,7 @@ export class Store {
       driverOptions: embedded
         ? {}
         : {
+            client: RunningDeadlinePostgresDialect,
             connection: {
               connectionTimeoutMillis: options.connectTimeoutMs ?? DATABASE_TIMEOUT_DEFAULTS.connectTimeoutMs,
               keepAlive: true,
@@ -174,7 +175,6 @@ export class Store {
     const probe = new DatabaseProbe(orm, probeIntervalMs);
     health = new DatabaseHealth((timeoutMs) => probe.run(timeoutMs), { probeIntervalMs });
     if (!embedded) {
-      boundConnectsByRunningTime(orm);
       guardConnections(orm, health, () => slowQueries.allowed);
     }
     return new Store(orm, embedded, embedded ? 'pglite' : 'postgresql', slowQueries, health, probe);
@@ -277,13 +277,16 @@ interface KnexClient {
 }
 
 /**
- * Every connection opened from now on (the pool's and the probe's) counts its connect timeout in
- * time the event loop ran, not wall time (connect-deadline.ts says why). Only this ORM's knex sees
- * the change: its driver becomes an object inheriting from the pg module, with another Client.
+ * knex's PostgreSQL client whose connections (the pool's, the probe's, and the one the ORM opens
+ * while it starts) count their connect timeout in time the event loop ran, not wall time
+ * (connect-deadline.ts says why). Given to knex as its client, so no connection is opened before
+ * it applies; only this ORM's knex sees it: its driver inherits from the pg module, with another Client.
  */
-function boundConnectsByRunningTime(orm: MikroORM<PostgreSqlDriver>): void {
-  const client = orm.em.getConnection().getKnex().client as KnexClient;
-  client.driver = Object.create(client.driver, { Client: { value: withRunningConnectDeadline(client.driver.Client) } }) as KnexClient['driver'];
+class RunningDeadlinePostgresDialect extends PostgreSqlKnexDialect {
+  _driver(): KnexClient['driver'] {
+    const pg = (PostgreSqlKnexDialect.prototype as unknown as { _driver(): KnexClient['driver'] })._driver.call(this);
+    return Object.create(pg, { Client: { value: withRunningConnectDeadline(pg.Client) } }) as KnexClient['driver'];
+  }
 }
 
 interface PgConnection {

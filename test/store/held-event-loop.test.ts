@@ -1,3 +1,4 @@
+import net from 'node:net';
 import t, { type Test } from 'tap';
 import { Store, type StoreOptions } from '../../src/store/database.ts';
 import { runningDeadline } from '../../src/store/connect-deadline.ts';
@@ -38,6 +39,35 @@ t.test('a connection opened while the event loop is held up past the connect tim
   t.same(answers.map((answer) => answer.status), ['fulfilled', 'fulfilled'], 'pg\'s plain timer would have destroyed the second connection ("timeout expired")');
   t.equal(store.health.reachable, true);
   t.same(changes, [], 'never taken for a partition');
+});
+
+t.test('the first connection, opened while the ORM starts, is bounded in running time too', async (t) => {
+  // The ORM opens a connection before Store.open returns (it checks the database exists): on a
+  // loaded machine that opening was held up past a short connect timeout, and pg's plain timer
+  // failed Store.open with 'timeout expired' (seen in CI). A relay holds the loop as it accepts.
+  const database = await createTestDatabase(SERVER);
+  const target = new URL(SERVER);
+  let held = 0;
+  const relay = net.createServer((client) => {
+    client.on('error', () => {});
+    if (held++ === 0) holdEventLoop(700);
+    const server = net.connect(Number(target.port || 5432), target.hostname);
+    server.on('error', () => client.destroy());
+    client.on('close', () => server.destroy());
+    client.pipe(server).pipe(client);
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+  const url = new URL(database.url!);
+  url.host = `127.0.0.1:${(relay.address() as net.AddressInfo).port}`;
+  t.teardown(async () => {
+    relay.close();
+    await database.drop();
+  });
+  const store = await Store.open({ databaseUrl: url.toString(), connectTimeoutMs: 200, queryTimeoutMs: 2000 });
+  t.teardown(() => store.close());
+  t.ok(held >= 1, 'the relay held the loop on the first connection');
+  const [row] = await store.reader().getConnection().execute('select 1 as n');
+  t.equal(row?.n, 1);
 });
 
 t.test('the health probe opening its connection while the event loop is held up past its timeout does not take the database for unreachable', async (t) => {
