@@ -202,7 +202,8 @@ for (const withRedis of [true, false]) {
     world.postgres.cut('blackhole');
 
     // The first request that needs the database finds out: a 503 within one query timeout and the
-    // probe's confirmation (half a probe interval, 500 ms), with 500 ms more for a loaded machine.
+    // probe's confirmation (half a probe interval, 500 ms), with 1 s more for a loaded machine (a run
+    // took 1,514 ms; waiting out the pool's acquire timeout instead would take 1 + 2 s).
     // Cached validations sent meanwhile (one with the write, waiting out its own query; one while the
     // probe decides, waiting for its verdict) are answered from the cache once the partition is known.
     const firstPending = send(`${url}/v3/projects`, { method: 'POST', token: admin, body: { project: { name: 'during-1' } } });
@@ -216,7 +217,7 @@ for (const withRedis of [true, false]) {
     t.same(Object.keys(first.body.error).sort(), ['code', 'message', 'title'], 'Keystone error shape');
     t.match(first.body.error, { code: 503, title: 'Service Unavailable', message: /database/ });
     t.ok(first.retryAfter !== null && Number(first.retryAfter) >= 1, `Retry-After: ${first.retryAfter}`);
-    t.ok(first.ms < QUERY_TIMEOUT_MS + 1000, `answered in ${first.ms} ms (query timeout ${QUERY_TIMEOUT_MS} ms)`);
+    t.ok(first.ms < QUERY_TIMEOUT_MS + 1500, `answered in ${first.ms} ms (query timeout ${QUERY_TIMEOUT_MS} ms)`);
     // The timeout set the probe off: its failure, within one probe interval, makes the partition known.
     t.ok(await eventually(async () => (await call(`${url}/readyz`)).status === 503, 1000 + 500, 10), 'not ready once the probe confirms the partition');
 

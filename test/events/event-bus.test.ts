@@ -52,7 +52,9 @@ t.test('a silent partition from Redis (connections open, nothing answers) is not
 
 t.test('a stalled event loop is not taken for a silent Redis', async (t) => {
   const { lines, log } = recordingLog();
-  const bus = new RedisEventBus(TEST_REDIS_URL, log, { heartbeatIntervalMs: 50, channel: `stall-${randomUUID()}` });
+  // (Beats 150 ms apart: overdue after 450 ms, which a Redis shared by a loaded machine's tests does
+  // not take to answer; the stalls are longer than that.)
+  const bus = new RedisEventBus(TEST_REDIS_URL, log, { heartbeatIntervalMs: 150, channel: `stall-${randomUUID()}` });
   t.teardown(() => bus.close());
   let subscriptions = 0;
   bus.subscribe({ message: () => {}, reconnected: () => subscriptions++ });
@@ -60,7 +62,7 @@ t.test('a stalled event loop is not taken for a silent Redis', async (t) => {
   const before = subscriptions;
   for (let stall = 0; stall < 5; stall++) {
     // Answers arrive while the loop is blocked and are read only after the timer has run.
-    const until = performance.now() + 400;
+    const until = performance.now() + 600;
     while (performance.now() < until);
     t.notOk(bus.connected, 'right after the stall the last heartbeat looks overdue');
     // The loop runs again: the timer fires and the answers are read, until our own heartbeat is back.

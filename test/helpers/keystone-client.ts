@@ -61,6 +61,47 @@ export async function adminToken(url: string, password: string): Promise<string>
 }
 
 /** Polls `check` until it holds (then true) or `timeoutMs` passes (then false). */
+/**
+ * When a check starts passing, measured from `since`: a probe every `everyMs`, none waiting for the
+ * one before (a probe sent after the last one's answer is a round trip late on a loaded machine). The
+ * send time of the earliest probe that passed (the probes still out are awaited: an earlier one may
+ * pass too), or -1 when none passed within `limitMs`.
+ */
+export function firstPassingSend(check: () => Promise<boolean>, since: number, limitMs = 2000, everyMs = 10): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const passedAt: number[] = [];
+    let inFlight = 0;
+    let sending = true;
+    const settle = () => {
+      if (!sending && inFlight === 0) resolve(passedAt.length > 0 ? Math.min(...passedAt) : -1);
+    };
+    const probe = () => {
+      const sentAt = Date.now();
+      if (!sending || sentAt - since >= limitMs) {
+        sending = false;
+        settle();
+        return;
+      }
+      inFlight++;
+      check()
+        .then(
+          (passed) => {
+            if (!passed) return;
+            passedAt.push(sentAt - since);
+            sending = false;
+          },
+          () => {},
+        )
+        .finally(() => {
+          inFlight--;
+          settle();
+        });
+      setTimeout(probe, everyMs);
+    };
+    probe();
+  });
+}
+
 export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs: number, intervalMs = 50): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
