@@ -60,7 +60,6 @@ export async function adminToken(url: string, password: string): Promise<string>
   return answer.token;
 }
 
-/** Polls `check` until it holds (then true) or `timeoutMs` passes (then false). */
 /**
  * When a check starts passing, measured from `since`: a probe every `everyMs`, none waiting for the
  * one before (a probe sent after the last one's answer is a round trip late on a loaded machine). The
@@ -102,6 +101,7 @@ export function firstPassingSend(check: () => Promise<boolean>, since: number, l
   });
 }
 
+/** Polls `check` until it holds (then true) or `timeoutMs` passes (then false). */
 export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs: number, intervalMs = 50): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
