@@ -38,8 +38,29 @@ async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 
  * Starts the service as its own process (node + tsx, as in production) and waits until it answers.
  * One process unless the environment sets WORKERS (the default would fork one worker per core).
  */
-export async function startService(environment: Record<string, string>, options: { startTimeoutMs?: number } = {}): Promise<ServiceProcess> {
-  const port = await freePort();
+export async function startService(environment: Record<string, string>, options: StartOptions = {}): Promise<ServiceProcess> {
+  // freePort()'s port can be taken before the service binds it (tap runs files at once, and an
+  // outgoing connection's local port comes from the same range): seen in CI as EADDRINUSE. Another port then.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startServiceOnce(environment, options);
+    } catch (error) {
+      if (attempt < 3 && error instanceof PortTakenError) continue;
+      throw error;
+    }
+  }
+}
+
+interface StartOptions {
+  startTimeoutMs?: number;
+  /** Where the port comes from (a test of the retry gives a taken one first). */
+  ports?: () => Promise<number>;
+}
+
+class PortTakenError extends Error {}
+
+async function startServiceOnce(environment: Record<string, string>, options: StartOptions): Promise<ServiceProcess> {
+  const port = await (options.ports ?? freePort)();
   const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', PASSWORD_HASH_ROUNDS: '4', WORKERS: '1', ...environment, PORT: String(port), HOST: '127.0.0.1' },
@@ -59,13 +80,16 @@ export async function startService(environment: Record<string, string>, options:
   const closed = new Promise((resolve) => child.once('close', resolve));
   try {
     // A process that exits ends the wait at once (waitFor takes a throwing check for "not yet").
-    await waitFor(async () => child.exitCode !== null || (await fetch(`${url}/v3`)).status === 200, `the service on ${url}`, options.startTimeoutMs);
+    // (Each check bounded: whatever took the port may accept and never answer.)
+    await waitFor(async () => child.exitCode !== null || (await fetch(`${url}/v3`, { signal: AbortSignal.timeout(2000) })).status === 200, `the service on ${url}`, options.startTimeoutMs);
     if (child.exitCode !== null) {
       await closed;
+      if (output.includes(`listen EADDRINUSE: address already in use 127.0.0.1:${port}`)) throw new PortTakenError(`port ${port} was taken`);
       throw new Error(`service exited: ${output}`);
     }
   } catch (error) {
     await stop();
+    if (error instanceof PortTakenError) throw error;
     throw new Error(`${(error as Error).message}\n${output}`);
   }
   return { url, child, output: () => output, stop };
@@ -73,19 +97,33 @@ export async function startService(environment: Record<string, string>, options:
 
 /** A private redis-server the test may stop (never the machine's shared one). */
 export async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  await waitFor(
-    () =>
-      new Promise<boolean>((resolve) => {
-        const socket = net.connect(port, '127.0.0.1', () => {
-          socket.end();
-          resolve(true);
-        });
-        socket.on('error', () => resolve(false));
-      }),
-    'redis-server',
-  );
+  // As for the service: a port taken meanwhile makes redis-server exit (and another process would
+  // answer on it), so the wait also watches the child, and another port is tried.
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    await waitFor(
+      () =>
+        child.exitCode !== null
+          ? Promise.resolve(true)
+          : new Promise<boolean>((resolve) => {
+              const socket = net.connect(port, '127.0.0.1', () => {
+                socket.end();
+                resolve(true);
+              });
+              socket.on('error', () => resolve(false));
+            }),
+      'redis-server',
+    );
+    if (child.exitCode !== null) {
+      if (attempt < 3) continue;
+      throw new Error(`redis-server exited (${child.exitCode}) on port ${port}`);
+    }
+    return redisProcess(child, port);
+  }
+}
+
+function redisProcess(child: ChildProcess, port: number): { url: string; stop(): Promise<void> } {
   return {
     url: `redis://127.0.0.1:${port}`,
     async stop() {
