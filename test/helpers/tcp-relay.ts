@@ -32,8 +32,12 @@ interface Pair {
   server: net.Socket | undefined;
 }
 
-/** A relay from an ephemeral local port to target host:port; the test cuts and restores it. */
-export async function startTcpRelay(targetHost: string, targetPort: number): Promise<TcpRelay> {
+/**
+ * A relay from an ephemeral local port to target host:port; the test cuts and restores it.
+ * `onAccept` runs as each client connection is accepted (before the relay connects on), e.g. to hold
+ * the event loop while the client is opening its connection.
+ */
+export async function startTcpRelay(targetHost: string, targetPort: number, options: { onAccept?: () => void } = {}): Promise<TcpRelay> {
   const pairs = new Set<Pair>();
   let state: 'open' | CutMode = 'open';
 
@@ -49,6 +53,7 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
 
   const listener = net.createServer((client) => {
     client.on('error', () => {});
+    options.onAccept?.();
     if (state === 'reset') {
       client.destroy();
       return;

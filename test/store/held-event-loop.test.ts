@@ -1,4 +1,3 @@
-import net from 'node:net';
 import t, { type Test } from 'tap';
 import { Store, type StoreOptions } from '../../src/store/database.ts';
 import { runningDeadline } from '../../src/store/connect-deadline.ts';
@@ -48,24 +47,18 @@ t.test('the first connection, opened while the ORM starts, is bounded in running
   // loaded machine that opening was held up past a short connect timeout, and pg's plain timer
   // failed Store.open with 'timeout expired' (seen in CI). A relay holds the loop as it accepts.
   const database = await createTestDatabase(SERVER);
-  const target = new URL(SERVER);
+  const server = new URL(SERVER);
   let held = 0;
-  const relay = net.createServer((client) => {
-    client.on('error', () => {});
-    if (held++ === 0) holdEventLoop(1500);
-    const server = net.connect(Number(target.port || 5432), target.hostname);
-    server.on('error', () => client.destroy());
-    client.on('close', () => server.destroy());
-    client.pipe(server).pipe(client);
+  const relay = await startTcpRelay(server.hostname, Number(server.port || 5432), {
+    onAccept: () => {
+      if (held++ === 0) holdEventLoop(1500);
+    },
   });
-  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-  const url = new URL(database.url!);
-  url.host = `127.0.0.1:${(relay.address() as net.AddressInfo).port}`;
   t.teardown(async () => {
-    relay.close();
+    await relay.close();
     await database.drop();
   });
-  const store = await Store.open({ databaseUrl: url.toString(), connectTimeoutMs: 600, queryTimeoutMs: 2000 });
+  const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), connectTimeoutMs: 600, queryTimeoutMs: 2000 });
   t.teardown(() => store.close());
   t.ok(held >= 1, 'the relay held the loop on the first connection');
   const [row] = await store.reader().getConnection().execute('select 1 as n');
