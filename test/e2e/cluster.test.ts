@@ -19,9 +19,13 @@ async function json(url: string, init: RequestInit & { token?: string; subject?:
 
 // Two service processes sharing PostgreSQL and Redis, as nodes behind a load balancer.
 t.test('revocation reaches every node, through Redis and without it', async (t) => {
+  // Each teardown right after what it undoes (tap runs them last first), so a failed start leaves nothing running.
   const database = await createTestDatabase(process.env.TEST_DATABASE_URL || LOCAL_POSTGRES);
+  t.teardown(() => database.drop());
   const redis = await startRedis();
+  t.teardown(() => redis.stop());
   const shared = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-cluster-'));
+  t.teardown(() => fs.rmSync(shared, { recursive: true, force: true }));
   const environment = {
     DATABASE_URL: database.url!,
     REDIS_URL: redis.url,
@@ -32,13 +36,9 @@ t.test('revocation reaches every node, through Redis and without it', async (t) 
   };
   // The first node creates the schema and bootstraps; the second joins it.
   const nodeA = await startService(environment);
+  t.teardown(() => nodeA.stop());
   const nodeB = await startService(environment);
-  t.teardown(async () => {
-    await Promise.all([nodeA.stop(), nodeB.stop()]);
-    await redis.stop();
-    await database.drop();
-    fs.rmSync(shared, { recursive: true, force: true });
-  });
+  t.teardown(() => nodeB.stop());
 
   const adminAuth = { auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: { id: 'default' }, password: ADMIN_PASSWORD } } }, scope: { system: { all: true } } } };
   const admin = (await json(`${nodeA.url}/v3/auth/tokens`, { method: 'POST', body: JSON.stringify(adminAuth) })).token;

@@ -14,9 +14,14 @@ const run = promisify(execFile);
 // Two service processes with their own data directories (no key files to copy) sharing PostgreSQL
 // and KEY_ENCRYPTION_KEY, no Redis: `manage fernet_rotate` on the side reaches both by polling.
 t.test('keys in the database: rotation from the manage CLI reaches every node without a restart', async (t) => {
+  // Each teardown right after what it undoes (tap runs them last first), so a failed start leaves nothing running.
   const database = await createTestDatabase(process.env.TEST_DATABASE_URL || LOCAL_POSTGRES);
+  t.teardown(() => database.drop());
   const randomKek = randomBytes(32).toString('base64');
   const directories = [0, 1, 2, 3].map(() => fs.mkdtempSync(path.join(os.tmpdir(), 'kg-e2e-keys-')));
+  t.teardown(() => {
+    for (const directory of directories) fs.rmSync(directory, { recursive: true, force: true });
+  });
   const environment = (directory: string) => ({
     DATABASE_URL: database.url!,
     ADMIN_PASSWORD,
@@ -28,12 +33,9 @@ t.test('keys in the database: rotation from the manage CLI reaches every node wi
     AUTH_RATE_LIMIT_PER_USER: '0',
   });
   const nodeA = await startService(environment(directories[0]!));
+  t.teardown(() => nodeA.stop());
   const nodeB = await startService(environment(directories[1]!));
-  t.teardown(async () => {
-    await Promise.all([nodeA.stop(), nodeB.stop()]);
-    await database.drop();
-    for (const directory of directories) fs.rmSync(directory, { recursive: true, force: true });
-  });
+  t.teardown(() => nodeB.stop());
 
   const auth = JSON.stringify({ auth: { identity: { methods: ['password'], password: { user: { name: 'admin', domain: { id: 'default' }, password: ADMIN_PASSWORD } } } } });
   const issue = async (url: string) => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import t from 'tap';
 import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
 import { adminToken, call, eventually, passwordAuth } from '../helpers/keystone-client.ts';
-import { startRedis, startService } from '../helpers/processes.ts';
+import { startRedis, startService, type ServiceProcess } from '../helpers/processes.ts';
 import { startTcpRelay } from '../helpers/tcp-relay.ts';
 import { auditWrites, startUserWriter } from '../helpers/write-load.ts';
 
@@ -15,13 +15,20 @@ const FAST_FAILURE_MS = 5000;
 // Two service processes (WORKERS=1 each) reaching PostgreSQL and Redis through relays the test
 // cuts; the machine's servers are never touched (Redis is a private redis-server).
 t.test('PostgreSQL and Redis cut under load', async (t) => {
+  // Each teardown right after what it undoes (tap runs them last first): a start that fails must not
+  // leave a relay or a private Redis holding the process open until tap's timeout.
   const database = await createTestDatabase(process.env.TEST_DATABASE_URL || LOCAL_POSTGRES);
+  t.teardown(() => database.drop());
   const redis = await startRedis();
+  t.teardown(() => redis.stop());
   const postgresUrl = new URL(database.url!);
   const postgresRelay = await startTcpRelay(postgresUrl.hostname, Number(postgresUrl.port || 5432));
+  t.teardown(() => postgresRelay.close());
   const redisUrl = new URL(redis.url);
   const redisRelay = await startTcpRelay(redisUrl.hostname, Number(redisUrl.port));
+  t.teardown(() => redisRelay.close());
   const shared = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-faults-'));
+  t.teardown(() => fs.rmSync(shared, { recursive: true, force: true }));
   const environment = {
     DATABASE_URL: postgresRelay.urlFor(database.url!),
     REDIS_URL: redisRelay.urlFor(redis.url),
@@ -36,17 +43,18 @@ t.test('PostgreSQL and Redis cut under load', async (t) => {
     DATABASE_QUERY_TIMEOUT_MS: '1500',
   };
   const nodeA = await startService(environment, { startTimeoutMs: 60_000 });
+  t.teardown(() => stopNode(nodeA));
   const nodeB = await startService(environment, { startTimeoutMs: 60_000 });
-  t.teardown(async () => {
-    if (!t.passing()) for (const node of [nodeA, nodeB]) t.comment(node.output().split('\n').slice(-40).join('\n'));
+  t.teardown(() => stopNode(nodeB));
+  // The relays pass traffic again first, so each node can shut down cleanly.
+  t.teardown(() => {
     postgresRelay.restore();
     redisRelay.restore();
-    await Promise.all([nodeA.stop(), nodeB.stop()]);
-    await Promise.all([postgresRelay.close(), redisRelay.close()]);
-    await redis.stop();
-    await database.drop();
-    fs.rmSync(shared, { recursive: true, force: true });
   });
+  async function stopNode(node: ServiceProcess) {
+    if (!t.passing()) t.comment(node.output().split('\n').slice(-40).join('\n'));
+    await node.stop();
+  }
   const nodes = [nodeA.url, nodeB.url];
 
   const admin = await adminToken(nodeA.url, ADMIN_PASSWORD);

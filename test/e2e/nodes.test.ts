@@ -27,8 +27,11 @@ interface Node {
 // client (nginx's part). Each node has its own DATA_DIR: the token keys are shared through the
 // database (KEY_ENCRYPTION_KEY), not through files.
 t.test('three nodes behind a round-robin client', async (t) => {
+  // Each teardown right after what it undoes (tap runs them last first), so a failed start leaves nothing running.
   const database = await createTestDatabase(process.env.TEST_DATABASE_URL || LOCAL_POSTGRES);
+  t.teardown(() => database.drop());
   const redis = await startRedis();
+  t.teardown(() => redis.stop());
   const postgresTarget = new URL(database.url!);
   const redisTarget = new URL(redis.url);
   const directories: string[] = [];
@@ -45,21 +48,14 @@ t.test('three nodes behind a round-robin client', async (t) => {
     DATABASE_QUERY_TIMEOUT_MS: '2000',
     REVOCATION_POLL_INTERVAL_MS: '500',
   };
-  t.teardown(async () => {
-    if (!t.passing()) for (const node of nodes) t.comment(`${node.name}:\n${node.service.output().split('\n').slice(-30).join('\n')}`);
-    for (const node of nodes) {
-      node.postgres.restore();
-      node.redis.restore();
-    }
-    await Promise.all(nodes.map((node) => node.service.stop()));
-    await Promise.all(nodes.flatMap((node) => [node.postgres.close(), node.redis.close()]));
-    await redis.stop();
-    await database.drop();
+  t.teardown(() => {
     for (const directory of directories) fs.rmSync(directory, { recursive: true, force: true });
   });
   const environmentOf = async (name: string) => {
     const postgres = await startTcpRelay(postgresTarget.hostname, Number(postgresTarget.port || 5432));
+    t.teardown(() => postgres.close());
     const redisRelay = await startTcpRelay(redisTarget.hostname, Number(redisTarget.port));
+    t.teardown(() => redisRelay.close());
     const directory = fs.mkdtempSync(path.join(os.tmpdir(), `kg-${name}-`));
     directories.push(directory);
     const environment = { ...shared, DATABASE_URL: postgres.urlFor(database.url!), REDIS_URL: redisRelay.urlFor(redis.url), DATA_DIR: directory };
@@ -69,6 +65,13 @@ t.test('three nodes behind a round-robin client', async (t) => {
     const { postgres, redis: redisRelay, environment } = await environmentOf(name);
     const service = await startService(environment, { startTimeoutMs: 90_000 });
     const node = { name, service, url: service.url, postgres, redis: redisRelay };
+    t.teardown(async () => {
+      if (!t.passing()) t.comment(`${name}:\n${service.output().split('\n').slice(-30).join('\n')}`);
+      // The relays pass traffic again first, so the node can shut down cleanly.
+      postgres.restore();
+      redisRelay.restore();
+      await service.stop();
+    });
     nodes.push(node);
     return node;
   };

@@ -44,17 +44,20 @@ interface Partitioned {
 
 async function partitionedWorld(t: Test, withRedis: boolean): Promise<Partitioned> {
   const server = new URL(SERVER);
+  // Each teardown right after what it undoes (tap runs them last first), so a failed start leaves nothing running.
   const postgres = await startTcpRelay(server.hostname, Number(server.port || 5432));
+  t.teardown(() => postgres.close());
   let redis: Partitioned['redis'];
-  let stopRedis: (() => Promise<void>) | undefined;
   if (withRedis) {
     const started = await startRedis();
-    stopRedis = started.stop;
+    t.teardown(() => started.stop());
     const target = new URL(started.url);
     const relay = await startTcpRelay(target.hostname, Number(target.port));
+    t.teardown(() => relay.close());
     redis = { relay, url: relay.urlFor(started.url), channel: `kg-partition-${process.pid}-${Date.now()}` };
   }
   const policies = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-policy-'));
+  t.teardown(() => fs.rmSync(policies, { recursive: true, force: true }));
   fs.copyFileSync(path.join(ROOT, 'policies', 'model.conf'), path.join(policies, 'model.conf'));
   fs.writeFileSync(path.join(policies, 'echo.csv'), ECHO_RULES);
   const logs: LogLine[] = [];
@@ -88,10 +91,6 @@ async function partitionedWorld(t: Test, withRedis: boolean): Promise<Partitione
     redis?.relay.restore();
     await testApp.close();
     await upstream.close();
-    await postgres.close();
-    await redis?.relay.close();
-    await stopRedis?.();
-    fs.rmSync(policies, { recursive: true, force: true });
   });
   const { call: api, login, app } = testApp;
   const service = (await api('POST', '/v3/services', { service: { type: 'echo', name: 'echo' } })).json().service;
