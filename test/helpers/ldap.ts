@@ -56,10 +56,36 @@ export interface LdapPeer {
  * A private slapd for one test file (start.sh installs slapd if missing), on a free port with its own
  * state directory; stopped by its PID when the test ends.
  */
-export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, options: { users?: number; tls?: boolean; tlsSubjectAltName?: string } = {}): Promise<LdapPeer> {
-  const port = await freePort();
-  const ldapsPort = options.tls ? await freePort() : undefined;
+export async function startLdapPeer(
+  t: { teardown(fn: () => unknown): void },
+  options: { users?: number; tls?: boolean; tlsSubjectAltName?: string; /** Where ports come from (a test of the retry gives a taken one first). */ ports?: () => Promise<number> } = {},
+): Promise<LdapPeer> {
+  const ports = options.ports ?? freePort;
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-ldap-'));
+  // stop.sh finds slapd by the PID file in the state directory, whichever ports it was given.
+  const stop = () => run('bash', [path.join(PEER, 'stop.sh')], { env: { ...process.env, LDAP_PEER_DIR: directory } });
+  t.teardown(async () => {
+    await stop();
+    fs.rmSync(directory, { recursive: true, force: true });
+  });
+  // freePort()'s port can be taken before slapd binds it (tap runs files at once, and an outgoing
+  // connection's local port comes from the same range); start.sh then exits with PORT_TAKEN.
+  for (let attempt = 1; ; attempt++) {
+    const peer = ldapPeerOn(directory, await ports(), options.tls ? await ports() : undefined, options);
+    try {
+      await peer.start();
+      return peer;
+    } catch (error) {
+      if (attempt < 3 && (error as { code?: unknown }).code === PORT_TAKEN) continue;
+      throw error;
+    }
+  }
+}
+
+/** start.sh's exit status when a port was taken. */
+const PORT_TAKEN = 75;
+
+function ldapPeerOn(directory: string, port: number, ldapsPort: number | undefined, options: { users?: number; tlsSubjectAltName?: string }): LdapPeer {
   // users: LARGE mode, user00001..userN (password bulk-secret, every 10th disabled) and group bulk.
   // tls: start.sh's TLS mode (its own CA, StartTLS on ldap://, and an ldaps:// listener); the server
   // certificate is for IP:127.0.0.1,DNS:localhost unless tlsSubjectAltName says otherwise.
@@ -72,7 +98,7 @@ export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, op
     ...(ldapsPort ? { LDAP_TLS: '1', LDAPS_PORT: String(ldapsPort) } : {}),
     ...(options.tlsSubjectAltName ? { LDAP_TLS_SAN: options.tlsSubjectAltName } : {}),
   };
-  const peer: LdapPeer = {
+  return {
     url: `ldap://127.0.0.1:${port}`,
     port,
     ...(ldapsPort
@@ -90,12 +116,6 @@ export async function startLdapPeer(t: { teardown(fn: () => unknown): void }, op
       await run('bash', [path.join(PEER, 'start.sh')], { env, timeout: 600_000 });
     },
   };
-  t.teardown(async () => {
-    await peer.stop();
-    fs.rmSync(directory, { recursive: true, force: true });
-  });
-  await peer.start();
-  return peer;
 }
 
 /** The configuration of an LDAP domain, as the Keystone peer's (README): strings, as the domain config API holds them. */

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, ROOT } from './processes.ts';
+import { freePort, listenerPids, ROOT } from './processes.ts';
 
 const run = promisify(execFile);
 /** The shared peer's scripts (../shared/peers/oidc beside the checkout, or OIDC_PEER_SCRIPTS). */
@@ -43,10 +43,38 @@ export interface OidcPeer {
  */
 export async function startOidcPeer(
   t: { teardown(fn: () => unknown): void },
-  options: { atFormat?: 'jwt' | 'opaque'; /** The provider's clients (its OIDC_CLIENTS, RFC 7591 metadata) instead of clients.json. */ clients?: object[] } = {},
+  options: {
+    atFormat?: 'jwt' | 'opaque';
+    /** The provider's clients (its OIDC_CLIENTS, RFC 7591 metadata) instead of clients.json. */ clients?: object[];
+    /** Where ports come from (a test of the retry gives a taken one first). */ ports?: () => Promise<number>;
+  } = {},
 ): Promise<OidcPeer> {
-  const port = await freePort();
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-oidc-'));
+  // stop.sh finds the provider by the PID file in the state directory, whichever port it was given.
+  const stop = () => run('bash', [path.join(PEER, 'stop.sh')], { env: { ...process.env, OIDC_STATE_DIR: directory } });
+  t.teardown(async () => {
+    await stop();
+    fs.rmSync(directory, { recursive: true, force: true });
+  });
+  // freePort()'s port can be taken before the provider binds it (tap runs files at once, and an
+  // outgoing connection's local port comes from the same range): another port then. (The same
+  // directory: the provider's npm install is kept.)
+  for (let attempt = 1; ; attempt++) {
+    const peer = oidcPeerOn(directory, await (options.ports ?? freePort)(), options);
+    try {
+      await peer.start();
+    } catch (error) {
+      if (attempt < 3 && /is taken by something else|EADDRINUSE/.test(String((error as { stderr?: unknown }).stderr))) continue;
+      throw error;
+    }
+    // Whatever took the port first may answer there too: the listener has to be this provider.
+    if (listenerPids(peer.port).includes(Number(fs.readFileSync(path.join(directory, 'oidc.pid'), 'utf8')))) return peer;
+    await stop();
+    if (attempt >= 3) throw new Error(`port ${peer.port}: another process answers there`);
+  }
+}
+
+function oidcPeerOn(directory: string, port: number, options: { atFormat?: 'jwt' | 'opaque'; clients?: object[] }): OidcPeer {
   const issuer = `http://127.0.0.1:${port}`;
   // The peer runs on the shell's node, not this project's (node_modules/.bin first on npm's PATH).
   const PATH = (process.env.PATH ?? '').split(':').filter((entry) => !entry.includes('node_modules')).join(':');
@@ -86,10 +114,5 @@ export async function startOidcPeer(
       await peer.start();
     },
   };
-  t.teardown(async () => {
-    await peer.stop();
-    fs.rmSync(directory, { recursive: true, force: true });
-  });
-  await peer.start();
   return peer;
 }

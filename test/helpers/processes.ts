@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -154,3 +154,54 @@ export function serviceWorkers(pid: number): number[] {
 }
 
 export { waitFor };
+
+/**
+ * Takes `port` the way an outgoing connection does (bound, connected, not listening, and without
+ * SO_REUSEADDR, which node's own sockets always set): a check for listeners sees the port free, and a
+ * server's bind then fails with EADDRINUSE. What CI's ports were taken by. Released at teardown.
+ */
+export async function holdPortByConnection(t: { teardown(fn: () => unknown): void }, port: number): Promise<void> {
+  const target = net.createServer((socket) => socket.on('error', () => undefined));
+  await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', () => resolve()));
+  t.teardown(() => new Promise((resolve) => target.close(resolve)));
+  const targetPort = (target.address() as net.AddressInfo).port;
+  const program = [
+    'import socket, sys',
+    's = socket.socket()',
+    `s.bind(('127.0.0.1', ${port}))`,
+    `s.connect(('127.0.0.1', ${targetPort}))`,
+    'print("held", flush=True)',
+    'sys.stdin.read()',
+  ].join('\n');
+  const holder = spawn('python3', ['-c', program], { stdio: ['pipe', 'pipe', 'inherit'] });
+  t.teardown(() => {
+    holder.stdin?.end();
+    holder.kill();
+  });
+  await new Promise<void>((resolve, reject) => {
+    holder.stdout?.once('data', () => resolve());
+    holder.once('exit', (code) => reject(new Error(`the port holder exited (${code}) before holding port ${port}`)));
+  });
+}
+
+/** The PIDs of the processes listening on 127.0.0.1:`port` (or any address), from `ss`. */
+export function listenerPids(port: number): number[] {
+  const listeners = execFileSync('ss', ['-Hltnp', `sport = :${port}`], { encoding: 'utf8' });
+  return [...listeners.matchAll(/pid=(\d+),/g)].map((match) => Number(match[1]));
+}
+
+/**
+ * A port source for tests of a start's retry: first a port held by a connection (holdPortByConnection),
+ * then free ones; `offered` lists what it gave.
+ */
+export async function takenPortFirst(t: { teardown(fn: () => unknown): void }): Promise<{ taken: number; offered: number[]; ports: () => Promise<number> }> {
+  const taken = await freePort();
+  await holdPortByConnection(t, taken);
+  const offered: number[] = [];
+  const ports = async () => {
+    const port = offered.length === 0 ? taken : await freePort();
+    offered.push(port);
+    return port;
+  };
+  return { taken, offered, ports };
+}
