@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { startTestApp, type TestApp } from '../helpers/app.ts';
+import { startListeningTestApp, type TestApp } from '../helpers/app.ts';
 import { ensureDebianPackages } from '../helpers/debian-packages.ts';
 import { freePort, ROOT } from '../helpers/processes.ts';
 import { makeKeyPair } from '../federation/saml/saml-test-helpers.ts';
@@ -121,10 +121,7 @@ async function registerKeystoneIdp(app: TestApp, peer: Peer): Promise<{ domainId
 t.test('the real Keystone as identity provider, this service as its service provider', async (t) => {
   const peer = await startKeystone();
   if (typeof peer === 'string') return t.plan(0, `skipped: ${peer}`);
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const app = await startTestApp(t, { PUBLIC_URL: base, SAML_TRUSTED_IDP_METADATA: peer.metadataFile });
-  await app.app.server.listen({ port, host: '127.0.0.1' });
+  const { testApp: app, base } = await startListeningTestApp(t, (base) => ({ PUBLIC_URL: base, SAML_TRUSTED_IDP_METADATA: peer.metadataFile }));
   const { domainId, projectId } = await registerKeystoneIdp(app, peer);
   const loginUrl = `${base}/v3/OS-FEDERATION/identity_providers/keystone-idp/protocols/saml2/auth`;
 

@@ -11,6 +11,7 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { ManualClock } from './clock.ts';
 import { createTestDatabase } from './database.ts';
 import { migratedEmbeddedDirectory } from './embedded-template.ts';
+import { freePort } from './processes.ts';
 
 export const ADMIN_PASSWORD = 'admin-secret';
 export const PUBLIC_URL = 'http://keystone.test:5000';
@@ -118,6 +119,31 @@ export async function startTestApp(
   if (admin.status !== 201) throw new Error(`admin login failed in test setup: ${admin.status} ${JSON.stringify(admin.body)}`);
   testApp.adminToken = admin.token;
   return testApp;
+}
+
+/**
+ * startTestApp listening on 127.0.0.1 at the port its PUBLIC_URL names (`overrides` gets that URL),
+ * for clients that sign or follow the service's own address. freePort()'s port can be taken before
+ * the listen (tap runs files at once; outgoing connections share the range): then another, on a new app.
+ */
+export async function startListeningTestApp(
+  t: Teardown,
+  overrides: (base: string) => Record<string, string>,
+  options: { /** Where ports come from (a test of the retry gives a taken one first). */ ports?: () => Promise<number> } = {},
+): Promise<{ testApp: TestApp; base: string }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await (options.ports ?? freePort)();
+    const base = `http://127.0.0.1:${port}`;
+    const testApp = await startTestApp(t, overrides(base));
+    try {
+      await testApp.app.server.listen({ port, host: '127.0.0.1' });
+      return { testApp, base };
+    } catch (error) {
+      await testApp.close();
+      if (attempt < 3 && (error as NodeJS.ErrnoException).code === 'EADDRINUSE') continue;
+      throw error;
+    }
+  }
 }
 
 /**
