@@ -16,6 +16,8 @@ export interface EchoUpstream {
   received: ReceivedRequest[];
   /** Milliseconds to wait before answering (to provoke timeouts). */
   delayMs: number;
+  /** Holds every answer (recorded requests stay recorded) until the returned function is called. */
+  holdAnswers(): () => void;
   /** TCP connections accepted so far. */
   readonly connections: number;
   close(): Promise<void>;
@@ -28,7 +30,7 @@ export interface EchoUpstream {
  */
 export async function startEchoUpstream(port = 0): Promise<EchoUpstream> {
   const received: ReceivedRequest[] = [];
-  const state = { delayMs: 0, connections: 0 };
+  const state: { delayMs: number; connections: number; held?: Promise<void> } = { delayMs: 0, connections: 0 };
   const server = http.createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -49,7 +51,8 @@ export async function startEchoUpstream(port = 0): Promise<EchoUpstream> {
         }
         response.end(body);
       };
-      if (state.delayMs) setTimeout(answer, state.delayMs);
+      if (state.held) void state.held.then(answer);
+      else if (state.delayMs) setTimeout(answer, state.delayMs);
       else answer();
     });
   });
@@ -69,6 +72,14 @@ export async function startEchoUpstream(port = 0): Promise<EchoUpstream> {
     },
     set delayMs(value: number) {
       state.delayMs = value;
+    },
+    holdAnswers() {
+      let release!: () => void;
+      state.held = new Promise<void>((resolve) => (release = resolve));
+      return () => {
+        state.held = undefined;
+        release();
+      };
     },
     close: () =>
       new Promise<void>((resolve) => {
