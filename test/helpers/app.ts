@@ -60,7 +60,7 @@ export async function startTestApp(
     PUBLIC_URL: PUBLIC_URL,
     PASSWORD_HASH_ROUNDS: '4',
     LOG_LEVEL: 'silent',
-    // test/gateway/node-http-front.test.ts runs the gateway's suites again with node:http reading every request.
+    // test/gateway/node-http-front*.test.ts run the gateway's suites again with node:http reading every request.
     ...(process.env.TEST_GATEWAY_REQUEST_FRONT ? { GATEWAY_REQUEST_FRONT: process.env.TEST_GATEWAY_REQUEST_FRONT } : {}),
     ...(database.url ? { DATABASE_URL: options.databaseUrl ? options.databaseUrl(database.url) : database.url } : {}),
     ...overrides,
