@@ -171,7 +171,7 @@ t.test('every write route of the identity API has its audit event', async (t) =>
 
 t.test('gateway refusals are audited: gateway.request.denied', async (t) => {
   const log = auditLog();
-  const w = await gatewayWorld(t, {}, log.logger);
+  const w = await gatewayWorld(t, {}, { logger: log.logger });
   log.lines.length = 0;
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.reader } })).status, 200);
   t.equal((await rawRequest(w.port, { method: 'POST', path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.reader, 'user-agent': 'curl/8' } })).status, 403);

@@ -26,7 +26,7 @@ t.test('no password, secret or token ever appears in a log line or the audit str
       IDENTITY_PASSWORD_REGEX_DESCRIPTION: 'not weak',
       ...(redis && stream ? { REDIS_URL: 'redis://127.0.0.1:6379', AUDIT_STREAM: stream, RATE_LIMIT_KEY_PREFIX: `${redis.prefix}ratelimit:` } : {}),
     },
-    logger,
+    { logger },
   );
   const { call, login, request, config, clock } = w.testApp;
   const secrets = new Set<string>([ADMIN_PASSWORD, w.member, w.reader, w.admin]);

@@ -4,7 +4,8 @@ import { pino } from 'pino';
 import { UpstreamCircuits, type Admission } from '../../src/gateway/circuit-breaker.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import { gatewayWorld, type World } from '../helpers/gateway.ts';
-import { rawRequest, startEchoUpstream, type EchoUpstream } from '../helpers/upstream.ts';
+import { reservePort } from '../helpers/processes.ts';
+import { rawRequest, startEchoUpstream } from '../helpers/upstream.ts';
 
 // A service that stops answering is refused at once (502, Retry-After) instead of costing every
 // request a connection attempt or a timeout; one trial request after the cool-down tells whether it is back.
@@ -108,11 +109,15 @@ async function metricValue(w: World, series: string): Promise<number | undefined
 t.test('gateway: an unreachable upstream opens its circuit; requests are then refused without connecting', async (t) => {
   const lines: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+  // The service stops and comes back on the same port, which stays reserved meanwhile: a stopped
+  // service's port refuses connections, and no other process can take it.
+  const port = await reservePort(t);
+  const first = await startEchoUpstream(port.port, { reusePort: true });
+  t.teardown(() => first.close());
   // (A response timeout far above the trial's hold, however slow the machine.)
-  const w = await gatewayWorld(t, { UPSTREAM_CIRCUIT_FAILURES: '3', UPSTREAM_CIRCUIT_OPEN_MS: '10000', UPSTREAM_RESPONSE_TIMEOUT_MS: '60000' }, logger);
-  const port = w.upstream.port;
+  const w = await gatewayWorld(t, { UPSTREAM_CIRCUIT_FAILURES: '3', UPSTREAM_CIRCUIT_OPEN_MS: '10000', UPSTREAM_RESPONSE_TIMEOUT_MS: '60000' }, { logger, upstream: first });
   t.equal((await get(w)).status, 200, 'closed: requests go through');
-  await w.upstream.close();
+  await first.close();
 
   for (let i = 1; i <= 3; i++) {
     const down = await get(w);
@@ -126,13 +131,7 @@ t.test('gateway: an unreachable upstream opens its circuit; requests are then re
   );
 
   // The service comes back on the same port: while the circuit is open, nothing connects to it.
-  let upstream: EchoUpstream;
-  try {
-    upstream = await startEchoUpstream(port);
-  } catch (error) {
-    t.comment(`port ${port} was taken meanwhile, the rest cannot run: ${(error as Error).message}`);
-    return;
-  }
+  const upstream = await startEchoUpstream(port.port, { reusePort: true });
   t.teardown(() => upstream.close());
   for (let i = 0; i < 3; i++) {
     const refused = await get(w);

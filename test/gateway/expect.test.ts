@@ -91,7 +91,7 @@ t.test('identity API: 100 Continue after the token is validated; at once on publ
 
 t.test('any other expectation: 417 with a Keystone error body, a request id, and a log line', async (t) => {
   const lines: string[] = [];
-  const w = await gatewayWorld(t, {}, pino({ level: 'info' }, { write: (line: string) => lines.push(line) }));
+  const w = await gatewayWorld(t, {}, { logger: pino({ level: 'info' }, { write: (line: string) => lines.push(line) }) });
   for (const path of [`/echo/v1/${w.projectId}/things`, '/v3/projects']) {
     const response = await rawRequest(w.port, {
       method: 'POST',

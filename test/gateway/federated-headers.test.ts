@@ -11,7 +11,7 @@ const ISSUER = 'http://127.0.0.1:19000';
 const FED = '/v3/OS-FEDERATION';
 
 t.test('an upstream receives the identity headers of a federated token', async (t) => {
-  const w = await gatewayWorld(t, {}, undefined, [new FixedAssertionVerifier(aliceAssertion(ISSUER))]);
+  const w = await gatewayWorld(t, {}, { assertionVerifiers: [new FixedAssertionVerifier(aliceAssertion(ISSUER))] });
   const { call } = w.testApp;
   const ok = async (method: 'POST' | 'PUT', url: string, body: unknown) => {
     const answer = await call(method, url, body);

@@ -9,7 +9,7 @@ import { rawRequest } from '../helpers/upstream.ts';
 t.test('one audit line per request, never a token', async (t) => {
   const lines: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
-  const w = await gatewayWorld(t, {}, logger);
+  const w = await gatewayWorld(t, {}, { logger });
   lines.length = 0;
   const requests = [
     { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.reader }, status: 200 },

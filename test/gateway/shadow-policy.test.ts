@@ -58,7 +58,7 @@ t.test('a stricter shadow policy changes nothing for clients; its disagreements 
   const lines: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
   const shadow = shadowDirectory(t, STRICTER);
-  const w = await gatewayWorld(t, { POLICY_SHADOW_DIR: shadow }, logger);
+  const w = await gatewayWorld(t, { POLICY_SHADOW_DIR: shadow }, { logger });
   const before = await scrape(w);
   t.equal(sample(before, DISAGREEMENT), 0);
   lines.length = 0;
@@ -98,7 +98,7 @@ t.test('the shadow is hot-reloaded, gated by its fixtures: a failing set is not 
   const lines: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
   const shadow = shadowDirectory(t, STRICTER);
-  const w = await gatewayWorld(t, { POLICY_SHADOW_DIR: shadow }, logger);
+  const w = await gatewayWorld(t, { POLICY_SHADOW_DIR: shadow }, { logger });
   const reloads = (text: string, result: string) => sample(text, `keystone_gateway_policy_reloads_total{policy="gateway_shadow",result="${result}"}`);
   const list = () => rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.reader } });
 
@@ -123,7 +123,7 @@ t.test('the shadow is hot-reloaded, gated by its fixtures: a failing set is not 
 t.test('shadow off: no shadow field, no shadow series', async (t) => {
   const lines: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
-  const w = await gatewayWorld(t, {}, logger);
+  const w = await gatewayWorld(t, {}, { logger });
   lines.length = 0;
   t.equal((await rawRequest(w.port, { path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.reader } })).status, 200);
   t.equal((await rawRequest(w.port, { method: 'POST', path: `/echo/v1/${w.projectId}/things`, headers: { 'x-auth-token': w.reader } })).status, 403);

@@ -40,12 +40,26 @@ export interface World {
  * `echo` (internal endpoint in RegionOne), a policy directory for it, two projects and member/reader
  * tokens scoped to the first.
  */
-export async function gatewayWorld(t: { teardown(fn: () => unknown): void }, overrides: Record<string, string> = {}, logger?: Logger, assertionVerifiers?: readonly AssertionVerifier[]): Promise<World> {
+export async function gatewayWorld(
+  t: { teardown(fn: () => unknown): void },
+  overrides: Record<string, string> = {},
+  options: {
+    logger?: Logger;
+    assertionVerifiers?: readonly AssertionVerifier[];
+    /** The echo upstream to register, started (and closed) by the caller; a new one by default. */
+    upstream?: EchoUpstream;
+  } = {},
+): Promise<World> {
+  const { logger, assertionVerifiers } = options;
   const policies = policyDirectory();
   t.teardown(() => fs.rmSync(policies, { recursive: true, force: true }));
   const testApp = await startTestApp(t, { POLICY_DIR: policies, UPSTREAM_RESPONSE_TIMEOUT_MS: '1000', ...overrides }, { ...(logger ? { logger } : {}), ...(assertionVerifiers ? { assertionVerifiers } : {}) });
-  const upstream = await startEchoUpstream();
-  t.teardown(() => upstream.close());
+  let upstream = options.upstream;
+  if (!upstream) {
+    const started = await startEchoUpstream();
+    t.teardown(() => started.close());
+    upstream = started;
+  }
   const { call, login, app } = testApp;
   const service = (await call('POST', '/v3/services', { service: { type: 'echo', name: 'echo' } })).json().service;
   await call('POST', '/v3/endpoints', { endpoint: { service_id: service.id, interface: 'internal', region_id: 'RegionOne', url: `${upstream.url}/v1` } });

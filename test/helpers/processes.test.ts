@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { createTestDatabase, LOCAL_POSTGRES } from './database.ts';
-import { freePort, startService } from './processes.ts';
+import { freePort, reservePort, startService } from './processes.ts';
 
 t.test('a service whose port was taken before it could bind it is started on another', async (t) => {
   // What CI saw: freePort()'s port taken by another process before the service listened (EADDRINUSE).
@@ -30,4 +30,33 @@ t.test('a service whose port was taken before it could bind it is started on ano
   t.equal(offered[0], taken);
   t.equal(service.url, `http://127.0.0.1:${offered[1]}`, 'the service listens on the second');
   t.equal((await fetch(`${service.url}/v3`)).status, 200);
+});
+
+t.test('a reserved port refuses connections, keeps other servers off, and lets a reusePort server listen', async (t) => {
+  const connect = (port: number) =>
+    new Promise<string>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => {
+        socket.destroy();
+        resolve('connected');
+      });
+      socket.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+  const listen = (port: number, reusePort: boolean) =>
+    new Promise<net.Server>((resolve, reject) => {
+      const server = net.createServer((socket) => socket.end());
+      server.once('error', reject).listen({ port, host: '127.0.0.1', reusePort }, () => resolve(server));
+    });
+  const close = (server: net.Server) => new Promise<void>((resolve) => server.close(() => resolve()));
+  const reserved = await reservePort(t);
+  t.equal(await connect(reserved.port), 'ECONNREFUSED', 'nothing listens: refused, as a stopped service');
+  await t.rejects(listen(reserved.port, false), { code: 'EADDRINUSE' }, 'a plain listen cannot take it');
+  const server = await listen(reserved.port, true);
+  t.equal(await connect(reserved.port), 'connected', 'a reusePort server listens on it');
+  await close(server);
+  t.equal(await connect(reserved.port), 'ECONNREFUSED', 'and when it stops, the port is still held');
+  await t.rejects(listen(reserved.port, false), { code: 'EADDRINUSE' });
+  await reserved.release();
+  const after = await listen(reserved.port, false);
+  t.pass('released: anyone can listen again');
+  await close(after);
 });

@@ -184,6 +184,42 @@ export async function holdPortByConnection(t: { teardown(fn: () => unknown): voi
   });
 }
 
+export interface ReservedPort {
+  port: number;
+  /** Gives the port up (at teardown too). */
+  release(): Promise<void>;
+}
+
+/**
+ * A port no other process can take while a test's server is down on it: a socket bound to it and
+ * never listening (so connections are refused, as to a stopped service), with SO_REUSEPORT only. A
+ * server that also sets it (`listen({ reusePort: true })`) can listen on the port meanwhile; a
+ * plain listen, and the kernel's choice of a local port for a connection, cannot take it. For a
+ * test that stops and restarts a server on the same port.
+ */
+export async function reservePort(t: { teardown(fn: () => unknown): void }): Promise<ReservedPort> {
+  const program = [
+    'import socket, sys',
+    's = socket.socket()',
+    's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)',
+    "s.bind(('127.0.0.1', 0))",
+    'print(s.getsockname()[1], flush=True)',
+    'sys.stdin.read()',
+  ].join('\n');
+  const holder = spawn('python3', ['-c', program], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => holder.once('exit', () => resolve()));
+  const release = async () => {
+    holder.stdin?.end();
+    await exited;
+  };
+  t.teardown(release);
+  const port = await new Promise<number>((resolve, reject) => {
+    holder.stdout?.once('data', (data: Buffer) => resolve(Number(String(data).trim())));
+    holder.once('exit', (code) => reject(new Error(`the port holder exited (${code}) before reserving a port`)));
+  });
+  return { port, release };
+}
+
 /** The PIDs of the processes listening on 127.0.0.1:`port` (or any address), from `ss`. */
 export function listenerPids(port: number): number[] {
   const listeners = execFileSync('ss', ['-Hltnp', `sport = :${port}`], { encoding: 'utf8' });

@@ -28,7 +28,10 @@ export interface EchoUpstream {
  * JSON echo of it. POST /things answers 201 with an absolute Location on its own address, a GET of
  * …/redirect 302 with one.
  */
-export async function startEchoUpstream(port = 0): Promise<EchoUpstream> {
+export async function startEchoUpstream(
+  port = 0,
+  options: { /** SO_REUSEPORT: to listen on a port a reservePort() holds (test/helpers/processes.ts). */ reusePort?: boolean } = {},
+): Promise<EchoUpstream> {
   const received: ReceivedRequest[] = [];
   const state: { delayMs: number; connections: number; held?: Promise<void> } = { delayMs: 0, connections: 0 };
   const server = http.createServer((request, response) => {
@@ -57,7 +60,7 @@ export async function startEchoUpstream(port = 0): Promise<EchoUpstream> {
     });
   });
   server.on('connection', () => state.connections++);
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen({ port, host: '127.0.0.1', reusePort: options.reusePort ?? false }, resolve));
   const address = server.address();
   const boundPort = typeof address === 'object' && address ? address.port : 0;
   return {
