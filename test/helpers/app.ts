@@ -11,7 +11,7 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { ManualClock } from './clock.ts';
 import { createTestDatabase } from './database.ts';
 import { migratedEmbeddedDirectory } from './embedded-template.ts';
-import { freePort } from './processes.ts';
+import { PortTakenError, startOnFreePort } from './processes.ts';
 
 export const ADMIN_PASSWORD = 'admin-secret';
 export const PUBLIC_URL = 'http://keystone.test:5000';
@@ -123,16 +123,15 @@ export async function startTestApp(
 
 /**
  * startTestApp listening on 127.0.0.1 at the port its PUBLIC_URL names (`overrides` gets that URL),
- * for clients that sign or follow the service's own address. freePort()'s port can be taken before
- * the listen (tap runs files at once; outgoing connections share the range): then another, on a new app.
+ * for clients that sign or follow the service's own address. A port taken before the listen means
+ * another port and a new app (startOnFreePort).
  */
 export async function startListeningTestApp(
   t: Teardown,
   overrides: (base: string) => Record<string, string>,
   options: { /** Where ports come from (a test of the retry gives a taken one first). */ ports?: () => Promise<number> } = {},
 ): Promise<{ testApp: TestApp; base: string }> {
-  for (let attempt = 1; ; attempt++) {
-    const port = await (options.ports ?? freePort)();
+  return startOnFreePort(async (port) => {
     const base = `http://127.0.0.1:${port}`;
     const testApp = await startTestApp(t, overrides(base));
     try {
@@ -140,10 +139,10 @@ export async function startListeningTestApp(
       return { testApp, base };
     } catch (error) {
       await testApp.close();
-      if (attempt < 3 && (error as NodeJS.ErrnoException).code === 'EADDRINUSE') continue;
+      if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new PortTakenError(`port ${port} was taken`);
       throw error;
     }
-  }
+  }, options.ports);
 }
 
 /**

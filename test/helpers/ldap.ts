@@ -5,7 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { DomainConfigGroups } from '../../src/identity/domain-identity-config.ts';
 import type { TestApp } from './app.ts';
-import { freePort } from './processes.ts';
+import { freePort, PortTakenError, startOnFreePort } from './processes.ts';
 
 const run = promisify(execFile);
 const PEER = path.join(import.meta.dirname, 'ldap-peer');
@@ -68,18 +68,17 @@ export async function startLdapPeer(
     await stop();
     fs.rmSync(directory, { recursive: true, force: true });
   });
-  // freePort()'s port can be taken before slapd binds it (tap runs files at once, and an outgoing
-  // connection's local port comes from the same range); start.sh then exits with PORT_TAKEN.
-  for (let attempt = 1; ; attempt++) {
-    const peer = ldapPeerOn(directory, await ports(), options.tls ? await ports() : undefined, options);
+  return startOnFreePort(async (port) => {
+    const peer = ldapPeerOn(directory, port, options.tls ? await ports() : undefined, options);
     try {
       await peer.start();
-      return peer;
     } catch (error) {
-      if (attempt < 3 && (error as { code?: unknown }).code === PORT_TAKEN) continue;
+      // start.sh exits with PORT_TAKEN when one of its ports was taken (slapd is not left running).
+      if ((error as { code?: unknown }).code === PORT_TAKEN) throw new PortTakenError(`slapd: a port was taken (${[peer.url, peer.ldapsUrl].filter(Boolean).join(', ')})`);
       throw error;
     }
-  }
+    return peer;
+  }, ports);
 }
 
 /** start.sh's exit status when a port was taken. */

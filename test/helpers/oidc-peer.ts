@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, listenerPids, ROOT } from './processes.ts';
+import { listenerPids, PortTakenError, ROOT, startOnFreePort } from './processes.ts';
 
 const run = promisify(execFile);
 /** The shared peer's scripts (../shared/peers/oidc beside the checkout, or OIDC_PEER_SCRIPTS). */
@@ -56,22 +56,20 @@ export async function startOidcPeer(
     await stop();
     fs.rmSync(directory, { recursive: true, force: true });
   });
-  // freePort()'s port can be taken before the provider binds it (tap runs files at once, and an
-  // outgoing connection's local port comes from the same range): another port then. (The same
-  // directory: the provider's npm install is kept.)
-  for (let attempt = 1; ; attempt++) {
-    const peer = oidcPeerOn(directory, await (options.ports ?? freePort)(), options);
+  // (Every try in the same directory: the provider's npm install is kept.)
+  return startOnFreePort(async (port) => {
+    const peer = oidcPeerOn(directory, port, options);
     try {
       await peer.start();
     } catch (error) {
-      if (attempt < 3 && /is taken by something else|EADDRINUSE/.test(String((error as { stderr?: unknown }).stderr))) continue;
+      if (/is taken by something else|EADDRINUSE/.test(String((error as { stderr?: unknown }).stderr))) throw new PortTakenError(`the OpenID Provider: port ${port} was taken`);
       throw error;
     }
     // Whatever took the port first may answer there too: the listener has to be this provider.
-    if (listenerPids(peer.port).includes(Number(fs.readFileSync(path.join(directory, 'oidc.pid'), 'utf8')))) return peer;
+    if (listenerPids(port).includes(Number(fs.readFileSync(path.join(directory, 'oidc.pid'), 'utf8')))) return peer;
     await stop();
-    if (attempt >= 3) throw new Error(`port ${peer.port}: another process answers there`);
-  }
+    throw new PortTakenError(`port ${port}: another process answers there`);
+  }, options.ports);
 }
 
 function oidcPeerOn(directory: string, port: number, options: { atFormat?: 'jwt' | 'opaque'; clients?: object[] }): OidcPeer {

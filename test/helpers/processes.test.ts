@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { createTestDatabase, LOCAL_POSTGRES } from './database.ts';
-import { freePort, reservePort, startService } from './processes.ts';
+import { freePort, PortTakenError, reservePort, startOnFreePort, startService } from './processes.ts';
 
 t.test('a service whose port was taken before it could bind it is started on another', async (t) => {
   // What CI saw: freePort()'s port taken by another process before the service listened (EADDRINUSE).
@@ -59,4 +59,40 @@ t.test('a reserved port refuses connections, keeps other servers off, and lets a
   const after = await listen(reserved.port, false);
   t.pass('released: anyone can listen again');
   await close(after);
+});
+
+t.test('startOnFreePort: another port after a taken one, three tries, other failures at once', async (t) => {
+  const offered: number[] = [];
+  const ports = async () => {
+    offered.push(1000 + offered.length);
+    return offered.at(-1)!;
+  };
+  const tried: number[] = [];
+  const result = await startOnFreePort(async (port) => {
+    tried.push(port);
+    if (tried.length < 3) throw new PortTakenError(`port ${port} was taken`);
+    return `started on ${port}`;
+  }, ports);
+  t.equal(result, 'started on 1002', 'the third port');
+  t.same(tried, [1000, 1001, 1002]);
+
+  offered.length = 0;
+  await t.rejects(
+    startOnFreePort(async (port) => {
+      throw new PortTakenError(`port ${port} was taken`);
+    }, ports),
+    { message: 'port 1002 was taken' },
+    'the third taken port is the last try',
+  );
+  t.equal(offered.length, 3);
+
+  offered.length = 0;
+  await t.rejects(
+    startOnFreePort(async () => {
+      throw new Error('the binary is missing');
+    }, ports),
+    { message: 'the binary is missing' },
+    'another failure is not retried',
+  );
+  t.equal(offered.length, 1);
 });

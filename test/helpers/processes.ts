@@ -16,6 +16,27 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** A start's port was taken before it could bind it: startOnFreePort tries another. */
+export class PortTakenError extends Error {}
+
+/**
+ * `start` on a port from `ports` (freePort() by default), again on another while it throws
+ * PortTakenError (3 tries in all). A port chosen before the bind can be taken meanwhile: tap runs
+ * files at once, and an outgoing connection's local port comes from the same range (seen in CI as
+ * EADDRINUSE). Whatever a failed try started, `start` stops before it throws.
+ */
+export async function startOnFreePort<T>(start: (port: number) => Promise<T>, ports: () => Promise<number> = freePort): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await ports();
+    try {
+      return await start(port);
+    } catch (error) {
+      if (attempt < 3 && error instanceof PortTakenError) continue;
+      throw error;
+    }
+  }
+}
+
 export interface ServiceProcess {
   url: string;
   child: ChildProcess;
@@ -39,16 +60,7 @@ async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 
  * One process unless the environment sets WORKERS (the default would fork one worker per core).
  */
 export async function startService(environment: Record<string, string>, options: StartOptions = {}): Promise<ServiceProcess> {
-  // freePort()'s port can be taken before the service binds it (tap runs files at once, and an
-  // outgoing connection's local port comes from the same range): seen in CI as EADDRINUSE. Another port then.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startServiceOnce(environment, options);
-    } catch (error) {
-      if (attempt < 3 && error instanceof PortTakenError) continue;
-      throw error;
-    }
-  }
+  return startOnFreePort((port) => startServiceOn(port, environment, options), options.ports);
 }
 
 interface StartOptions {
@@ -57,10 +69,7 @@ interface StartOptions {
   ports?: () => Promise<number>;
 }
 
-class PortTakenError extends Error {}
-
-async function startServiceOnce(environment: Record<string, string>, options: StartOptions): Promise<ServiceProcess> {
-  const port = await (options.ports ?? freePort)();
+async function startServiceOn(port: number, environment: Record<string, string>, options: StartOptions): Promise<ServiceProcess> {
   const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', PASSWORD_HASH_ROUNDS: '4', WORKERS: '1', ...environment, PORT: String(port), HOST: '127.0.0.1' },
@@ -97,11 +106,10 @@ async function startServiceOnce(environment: Record<string, string>, options: St
 
 /** A private redis-server the test may stop (never the machine's shared one). */
 export async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
-  // As for the service: a port taken meanwhile makes redis-server exit (and another process would
-  // answer on it), so the wait also watches the child, and another port is tried.
-  for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
+  return startOnFreePort(async (port) => {
     const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    // A port taken meanwhile makes redis-server exit (and another process would answer on it), so
+    // the wait also watches the child.
     await waitFor(
       () =>
         child.exitCode !== null
@@ -115,12 +123,9 @@ export async function startRedis(): Promise<{ url: string; stop(): Promise<void>
             }),
       'redis-server',
     );
-    if (child.exitCode !== null) {
-      if (attempt < 3) continue;
-      throw new Error(`redis-server exited (${child.exitCode}) on port ${port}`);
-    }
+    if (child.exitCode !== null) throw new PortTakenError(`redis-server exited (${child.exitCode}) on port ${port}`);
     return redisProcess(child, port);
-  }
+  });
 }
 
 function redisProcess(child: ChildProcess, port: number): { url: string; stop(): Promise<void> } {
