@@ -15,7 +15,7 @@ import path from 'node:path';
 import { countKernelEvents, shortEventName, tcpCounters, tcpGrowth } from './kernel-events.ts';
 import { runPacedScenario, serviceView, type LoadSettings, type ScenarioResult } from './load.ts';
 import { compilePaced, runExternalPaced } from './paced.ts';
-import { cpuTimes, freePort, gcSummary, onCleanup, schedulerCounters, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess, type ThreadCounters } from './processes.ts';
+import { cpuTimes, freePort, gcSummary, minorFaults, onCleanup, schedulerCounters, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess, type ThreadCounters } from './processes.ts';
 import type { Scenario } from './scenarios.ts';
 
 /** The upstream's answer: the same as bench/upstream.ts. */
@@ -36,6 +36,8 @@ export interface WrkRun {
    * the rest being other threads': V8's parallel collectors and compilers, libuv's pool.
    */
   mainThreadUsPerRequest?: number;
+  /** Minor page faults per request (bench/processes.ts minorFaults): pages the process touched for the first time, or again after giving them back. */
+  faultsPerRequest?: number;
   latencyMs: { p50: number; p99: number; max: number };
   non2xx: number;
   socketErrors: number;
@@ -51,7 +53,7 @@ export interface IngressResult {
   /** Each target's wrk rounds, in the order run. */
   rounds: Record<IngressTarget, WrkRun[]>;
   /** Medians over the rounds, and the ratios to nginx. */
-  summary: Record<IngressTarget, { cpuUsPerRequest: number; kernelUsPerRequest?: number; mainThreadUsPerRequest?: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null; allocatedBytesPerRequest?: number }>;
+  summary: Record<IngressTarget, { cpuUsPerRequest: number; kernelUsPerRequest?: number; mainThreadUsPerRequest?: number; faultsPerRequest?: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null; allocatedBytesPerRequest?: number }>;
   paced?: { rate: number; generator: string; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number; gatewayGc?: GcSummary };
 }
 
@@ -239,6 +241,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
       // Read before the CPU count starts and after it ends: a scrape's own bytes are not the requests'.
       const allocatedBefore = name === 'gateway' && context.metricsUrl ? await allocatedBytes(context.metricsUrl) : undefined;
       const before = cpuTimes(targets[name].pids);
+      const faultsBefore = minorFaults(targets[name].pids);
       const scheduledBefore = schedulerCounters(targets[name].pids);
       const counting = options.perfEvents ? await countKernelEvents(targets[name].pids) : undefined;
       const tcpBefore = options.perfEvents ? tcpCounters() : undefined;
@@ -246,6 +249,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
       const events = counting && tcpBefore ? { ...(await counting.stop()), ...tcpGrowth(tcpBefore, tcpCounters()) } : undefined;
       await settle(allPids);
       const after = cpuTimes(targets[name].pids);
+      const faultsAfter = minorFaults(targets[name].pids);
       const scheduledAfter = schedulerCounters(targets[name].pids);
       const perRequest = (ms: number) => (report.requests ? Math.round((ms * 1000 * 10) / report.requests) / 10 : 0);
       const run: WrkRun = {
@@ -253,6 +257,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
         cpuUsPerRequest: perRequest(after.userMs + after.systemMs - before.userMs - before.systemMs),
         kernelUsPerRequest: perRequest(after.systemMs - before.systemMs),
         mainThreadUsPerRequest: perRequest(scheduledAfter.main.runMs - scheduledBefore.main.runMs),
+        faultsPerRequest: report.requests ? Math.round(((faultsAfter - faultsBefore) / report.requests) * 1000) / 1000 : 0,
       };
       const allocatedAfter = allocatedBefore !== undefined ? await allocatedBytes(context.metricsUrl!) : undefined;
       if (allocatedBefore !== undefined && allocatedAfter !== undefined && report.requests > 0) run.allocatedBytesPerRequest = Math.round((allocatedAfter - allocatedBefore) / report.requests);
@@ -261,7 +266,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
       }
       rounds[name].push(run);
       context.log(
-        `ingress round ${round} ${name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (${run.kernelUsPerRequest} in the kernel, ${run.mainThreadUsPerRequest} on main threads), p99 ${run.latencyMs.p99} ms` +
+        `ingress round ${round} ${name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (${run.kernelUsPerRequest} in the kernel, ${run.mainThreadUsPerRequest} on main threads, ${run.faultsPerRequest} page faults), p99 ${run.latencyMs.p99} ms` +
           (run.allocatedBytesPerRequest !== undefined ? `, ${run.allocatedBytesPerRequest} bytes allocated/request` : '') +
           (run.kernelEventsPerRequest ? `, per request: ${Object.entries(run.kernelEventsPerRequest).filter(([, count]) => count >= 0.01).map(([event, count]) => `${event} ${count}`).join(', ')}` : '') +
           (run.non2xx || run.socketErrors ? ` !!! ${run.non2xx} non-2xx, ${run.socketErrors} socket errors` : ''),
@@ -277,6 +282,7 @@ export async function runIngressBench(context: IngressContext, options: { thread
         cpuUsPerRequest: medians[name].cpu,
         ...medianOf(rounds[name], 'kernelUsPerRequest'),
         ...medianOf(rounds[name], 'mainThreadUsPerRequest'),
+        ...medianOf(rounds[name], 'faultsPerRequest'),
         rps: medians[name].rps,
         cpuVsNginx: name === 'direct' ? null : ratio(medians[name].cpu, medians.nginx.cpu),
         rpsVsNginx: name === 'direct' ? null : ratio(medians[name].rps, medians.nginx.rps),
@@ -350,7 +356,7 @@ async function allocatedBytes(metricsUrl: string): Promise<number | undefined> {
 }
 
 /** The median of an optional per-run figure over the runs that have it, as a field of the summary (absent when none has it). */
-function medianOf<K extends 'kernelUsPerRequest' | 'mainThreadUsPerRequest' | 'allocatedBytesPerRequest'>(runs: WrkRun[], field: K): Partial<Record<K, number>> {
+function medianOf<K extends 'kernelUsPerRequest' | 'mainThreadUsPerRequest' | 'faultsPerRequest' | 'allocatedBytesPerRequest'>(runs: WrkRun[], field: K): Partial<Record<K, number>> {
   const values = runs.flatMap((run) => (run[field] === undefined ? [] : [run[field]!]));
   return (values.length > 0 ? { [field]: median(values) } : {}) as Partial<Record<K, number>>;
 }
@@ -375,6 +381,8 @@ export function ingressTable(result: IngressResult): string {
     const allocated = rounds.gateway.flatMap((run) => (run.allocatedBytesPerRequest === undefined ? [] : [run.allocatedBytesPerRequest]));
     lines.push('', `gateway: ${Math.round(summary.gateway.allocatedBytesPerRequest).toLocaleString('en-US')} bytes allocated in its V8 heap per request (median; ${Math.min(...allocated)}–${Math.max(...allocated)})`);
   }
+  const faulted = (Object.keys(summary) as IngressTarget[]).filter((name) => summary[name].faultsPerRequest !== undefined);
+  if (faulted.length > 0) lines.push('', `minor page faults per request (median): ${faulted.map((name) => `${name} ${summary[name].faultsPerRequest}`).join(', ')}`);
   const counted = (Object.keys(summary) as IngressTarget[]).filter((name) => rounds[name].some((run) => run.kernelEventsPerRequest));
   if (counted.length > 0) lines.push('', kernelEventsTable(rounds, counted));
   if (result.paced) {

@@ -399,6 +399,8 @@ interface ProcStat {
   flags: number;
   userTicks: number;
   systemTicks: number;
+  /** Page faults served without I/O (field 10): a page's first touch, or one given back and touched again. */
+  minorFaults: number;
 }
 
 /** PF_KTHREAD in include/linux/sched.h. */
@@ -414,8 +416,8 @@ function readStat(pid: number): ProcStat | undefined {
   }
   // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // fields[0] is field 3 (state): ppid is field 4, flags 9, utime 14, stime 15.
-  return { ppid: Number(fields[1]), flags: Number(fields[6]), userTicks: Number(fields[11]), systemTicks: Number(fields[12]) };
+  // fields[0] is field 3 (state): ppid is field 4, flags 9, minflt 10, utime 14, stime 15.
+  return { ppid: Number(fields[1]), flags: Number(fields[6]), minorFaults: Number(fields[7]), userTicks: Number(fields[11]), systemTicks: Number(fields[12]) };
 }
 
 /** The given processes and all their live descendants (a service that forks workers is one tree). */
@@ -465,6 +467,17 @@ export function cpuTimes(pids: readonly number[]): { userMs: number; systemMs: n
   }
   const msPerTick = 1000 / clockTicksPerSecond();
   return { userMs: user * msPerTick, systemMs: system * msPerTick };
+}
+
+/**
+ * Minor page faults so far of the given processes and their live descendants. Each costs CPU, and
+ * on some virtual machines far more than elsewhere (a first touch of a page the host has not backed
+ * yet: ~20 µs here against ~1 µs on bare metal), charged as user time as much as kernel time.
+ */
+export function minorFaults(pids: readonly number[]): number {
+  let faults = 0;
+  for (const pid of processTree(pids)) faults += readStat(pid)?.minorFaults ?? 0;
+  return faults;
 }
 
 // ---- The scheduler's view ---------------------------------------------------------------------

@@ -47,7 +47,7 @@ t.test('BENCH_PERF_EVENTS=1: the table gives each target’s kernel events per r
     latencyMs: { p50: 1, p99: 2, max: 3 }, non2xx: 0, socketErrors: 0,
     ...(events ? { kernelEventsPerRequest: events } : {}),
   });
-  const summary = (cpu: number) => ({ cpuUsPerRequest: cpu, kernelUsPerRequest: cpu / 2, mainThreadUsPerRequest: cpu * 0.75, rps: 1000, cpuVsNginx: 1, rpsVsNginx: 1 });
+  const summary = (cpu: number) => ({ cpuUsPerRequest: cpu, kernelUsPerRequest: cpu / 2, mainThreadUsPerRequest: cpu * 0.75, faultsPerRequest: cpu / 100, rps: 1000, cpuVsNginx: 1, rpsVsNginx: 1 });
   const table = ingressTable({
     settings: { threads: 1, connections: 32, durationS: 1, rounds: 3, pacedShare: 0, pacedDurationS: 1 },
     tools: { wrk: 'wrk 4', nginx: 'nginx 1' },
@@ -61,6 +61,7 @@ t.test('BENCH_PERF_EVENTS=1: the table gives each target’s kernel events per r
   });
   t.match(table, /target\s+CPU µs\/req\s+range\s+kernel\s+main\s+× nginx/, 'the main threads’ part beside the kernel’s');
   t.match(table, /gateway\s+80\.0\s+80\.0–80\.0\s+40\.0\s+60\.0\s/);
+  t.match(table, /minor page faults per request \(median\): direct 0\.1, nginx 0\.2, bare-proxy 0\.4, gateway 0\.8\n/, 'page faults per request, each target');
   const section = table.slice(table.indexOf('kernel events per request'));
   t.match(section, /event\s+nginx\s+bare-proxy\s+gateway\n/, 'a column for each target counted (direct was not)');
   t.match(section, /syscalls\s+5\.00\s+8\.00\s+11\.00/);

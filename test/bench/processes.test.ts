@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import t from 'tap';
-import { cpuMs, cpuTimes, gcEventOf, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, summariseGc, threadCounters } from '../../bench/processes.ts';
+import { cpuMs, cpuTimes, gcEventOf, minorFaults, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, summariseGc, threadCounters } from '../../bench/processes.ts';
 
 // The ingress bench charges CPU to a process tree and reads the scheduler's counters around its
 // paced runs, to say whether a tail is the event loop waiting for a CPU. Real processes here.
@@ -108,6 +108,17 @@ t.test('CPU split into user and kernel time', async (t) => {
   // A second reading may be a tick later; the sum is cpuMs within that.
   const total = cpuMs([child.pid!]);
   t.ok(total >= userMs + systemMs && total <= userMs + systemMs + 50, `cpuMs is their sum (${total} against ${userMs + systemMs})`);
+});
+
+t.test('minor page faults: a child touching 64 MB of new memory has at least one per page', async (t) => {
+  // fill() writes every 4 KB page (Buffer.alloc's zeroed pages are only mapped, not touched).
+  const script = `const b=Buffer.allocUnsafe(64<<20).fill(1);process.stdout.write('done\\n');setTimeout(()=>b.length,10000)`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => child.kill());
+  await once(child.stdout, 'data');
+  const faults = minorFaults([child.pid!]);
+  t.ok(faults >= (64 << 20) / 4096, `${faults} faults counted for 16,384 pages`);
+  t.equal(minorFaults([2 ** 22 + 12345]), 0, 'a process that is gone counts none');
 });
 
 t.test('a process that is gone reads as nothing', async (t) => {
