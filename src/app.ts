@@ -70,6 +70,7 @@ import { PolicyIdentityAuthorizer } from './policy/identity-authorizer.ts';
 import { IdentityPolicy } from './policy/identity-policy.ts';
 import { ResourceService } from './resource/resource-service.ts';
 import { embeddedDirectoryOf, Store } from './store/database.ts';
+import type { EmbeddedMemoryPool } from './store/embedded.ts';
 import { DatabaseFernetKeys, DatabaseJwsKeys, DatabaseKeyStore, type KeyChangeNotices } from './token/database-key-store.ts';
 import type { FernetKeySource } from './token/key-source.ts';
 import { FernetKeyRepository } from './token/fernet-key-repository.ts';
@@ -89,6 +90,8 @@ export interface BuildOptions {
   clock?: Clock;
   /** Overrides where the embedded database lives ('memory' in tests). */
   embeddedDirectory?: string | 'memory';
+  /** Memories for the embedded database, reused across the applications one process builds (tests). */
+  embeddedMemoryPool?: EmbeddedMemoryPool;
   /** A pino logger, or false to log nothing (tests). */
   logger?: Logger | false;
   /** False when another process (the cluster primary) has already migrated the database. */
@@ -249,6 +252,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
   const store = await Store.open({
     databaseUrl: config.databaseUrl,
     embeddedDirectory: options.embeddedDirectory ?? embeddedDirectoryOf(config.dataDir),
+    ...(options.embeddedMemoryPool ? { embeddedMemoryPool: options.embeddedMemoryPool } : {}),
     ...config.database,
   });
   // What has been started so far, stopped in reverse if building fails half-way (a test or an

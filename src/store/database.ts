@@ -4,7 +4,7 @@ import path from 'node:path';
 import { MikroORM, type Options } from '@mikro-orm/core';
 import { PostgreSqlDriver, PostgreSqlKnexDialect, type EntityManager } from '@mikro-orm/postgresql';
 import { allEntities } from './entities.ts';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
+import { startEmbeddedPostgres, type EmbeddedMemoryPool, type EmbeddedPostgres } from './embedded.ts';
 import { DatabaseHealth } from './database-health.ts';
 import { runningDeadline, withRunningConnectDeadline } from './connect-deadline.ts';
 import { TableWriteRecorder, type TableWrites } from './table-writes.ts';
@@ -27,6 +27,8 @@ export interface StoreOptions {
   databaseUrl?: string | undefined;
   /** Where the embedded database lives; 'memory' keeps it in memory (tests). */
   embeddedDirectory?: string | 'memory';
+  /** Memories the embedded database runs in, reused after close (a process that opens many: tests). */
+  embeddedMemoryPool?: EmbeddedMemoryPool;
   poolSize?: number;
   /** Opening a connection (TCP, TLS, authentication) may take this long (PostgreSQL only). */
   connectTimeoutMs?: number;
@@ -112,7 +114,7 @@ export class Store {
     let embedded: EmbeddedPostgres | undefined;
     let clientUrl = options.databaseUrl;
     if (!clientUrl) {
-      embedded = await startEmbeddedPostgres(options.embeddedDirectory ?? 'memory');
+      embedded = await startEmbeddedPostgres(options.embeddedDirectory ?? 'memory', options.embeddedMemoryPool ? { memoryPool: options.embeddedMemoryPool } : {});
       clientUrl = embedded.url;
     }
     const slowQueries = { allowed: false };

@@ -5,6 +5,7 @@ import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApplication, type Application } from '../../src/app.ts';
 import { bootstrap } from '../../src/cli/bootstrap.ts';
+import { EmbeddedMemoryPool } from '../../src/store/embedded.ts';
 import type { AssertionVerifier } from '../../src/federation/assertion.ts';
 import type { DomainIdentityConfigSource } from '../../src/identity/domain-identity-config.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
@@ -12,6 +13,10 @@ import { ManualClock } from './clock.ts';
 import { createTestDatabase } from './database.ts';
 import { migratedEmbeddedDirectory } from './embedded-template.ts';
 import { PortTakenError, startOnFreePort } from './processes.ts';
+
+// One pool per test process: each test app's embedded database runs in a memory an earlier, closed
+// one ran in (src/store/embedded.ts says why that is most of a start).
+const embeddedMemoryPool = new EmbeddedMemoryPool();
 
 export const ADMIN_PASSWORD = 'admin-secret';
 export const PUBLIC_URL = 'http://keystone.test:5000';
@@ -71,7 +76,7 @@ export async function startTestApp(
     app = await buildApplication(config, {
       clock,
       // Embedded: a copy of an already migrated database (test/helpers/embedded-template.ts).
-      ...(database.url ? {} : { embeddedDirectory: await migratedEmbeddedDirectory(directory) }),
+      ...(database.url ? {} : { embeddedDirectory: await migratedEmbeddedDirectory(directory), embeddedMemoryPool }),
       logger: options.logger ?? false,
       ...(options.domainIdentityConfigs ? { domainIdentityConfigs: options.domainIdentityConfigs } : {}),
       ...(options.assertionVerifiers ? { assertionVerifiers: options.assertionVerifiers } : {}),
