@@ -170,23 +170,29 @@ export async function holdPortByConnection(t: { teardown(fn: () => unknown): voi
   await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', () => resolve()));
   t.teardown(() => new Promise((resolve) => target.close(resolve)));
   const targetPort = (target.address() as net.AddressInfo).port;
-  const program = [
-    'import socket, sys',
-    's = socket.socket()',
-    `s.bind(('127.0.0.1', ${port}))`,
-    `s.connect(('127.0.0.1', ${targetPort}))`,
-    'print("held", flush=True)',
-    'sys.stdin.read()',
-  ].join('\n');
+  await socketHolder(t, [`s.bind(('127.0.0.1', ${port}))`, `s.connect(('127.0.0.1', ${targetPort}))`, 'print("held", flush=True)'], `holding port ${port}`);
+}
+
+/**
+ * A python process holding a socket set up by `lines` (`s` is the socket; the last line prints
+ * what the caller reads) until it is released, at teardown at the latest. Node cannot make such
+ * sockets: its own always set SO_REUSEADDR, and it cannot bind without listening.
+ */
+async function socketHolder(t: { teardown(fn: () => unknown): void }, lines: string[], what: string): Promise<{ printed: string; release(): Promise<void> }> {
+  const program = ['import socket, sys', 's = socket.socket()', ...lines, 'sys.stdin.read()'].join('\n');
   const holder = spawn('python3', ['-c', program], { stdio: ['pipe', 'pipe', 'inherit'] });
-  t.teardown(() => {
+  const exited = new Promise<void>((resolve) => holder.once('close', () => resolve()).once('error', () => resolve()));
+  const release = async () => {
     holder.stdin?.end();
-    holder.kill();
+    await exited;
+  };
+  t.teardown(release);
+  const printed = await new Promise<string>((resolve, reject) => {
+    holder.stdout?.once('data', (data: Buffer) => resolve(String(data).trim()));
+    holder.once('error', reject);
+    holder.once('exit', (code) => reject(new Error(`the port holder exited (${code}) before ${what}`)));
   });
-  await new Promise<void>((resolve, reject) => {
-    holder.stdout?.once('data', () => resolve());
-    holder.once('exit', (code) => reject(new Error(`the port holder exited (${code}) before holding port ${port}`)));
-  });
+  return { printed, release };
 }
 
 export interface ReservedPort {
@@ -203,26 +209,12 @@ export interface ReservedPort {
  * test that stops and restarts a server on the same port.
  */
 export async function reservePort(t: { teardown(fn: () => unknown): void }): Promise<ReservedPort> {
-  const program = [
-    'import socket, sys',
-    's = socket.socket()',
-    's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)',
-    "s.bind(('127.0.0.1', 0))",
-    'print(s.getsockname()[1], flush=True)',
-    'sys.stdin.read()',
-  ].join('\n');
-  const holder = spawn('python3', ['-c', program], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = new Promise<void>((resolve) => holder.once('exit', () => resolve()));
-  const release = async () => {
-    holder.stdin?.end();
-    await exited;
-  };
-  t.teardown(release);
-  const port = await new Promise<number>((resolve, reject) => {
-    holder.stdout?.once('data', (data: Buffer) => resolve(Number(String(data).trim())));
-    holder.once('exit', (code) => reject(new Error(`the port holder exited (${code}) before reserving a port`)));
-  });
-  return { port, release };
+  const holder = await socketHolder(
+    t,
+    ['s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)', "s.bind(('127.0.0.1', 0))", 'print(s.getsockname()[1], flush=True)'],
+    'reserving a port',
+  );
+  return { port: Number(holder.printed), release: holder.release };
 }
 
 /** The PIDs of the processes listening on 127.0.0.1:`port` (or any address), from `ss`. */
