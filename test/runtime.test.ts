@@ -40,3 +40,16 @@ t.test('the container and the benchmark start node with the flags of npm start',
   t.throws(() => startNodeFlags(JSON.stringify({ scripts: { start: 'node -r x dist/main.js' } })), /cannot pass on: -r/);
   t.throws(() => startNodeFlags(JSON.stringify({ scripts: { start: 'tsx src/main.ts' } })), /does not run node/);
 });
+
+// package.json leaves tap's TypeScript plugin out: its loader (ts-node, type-checking every module)
+// cost ~22 s of CPU per test file. tap applies a changed plugin list only from the run after the one
+// that notices it, so without `pretest` (scripts/tap-build.ts) the first run after an install, which
+// is every CI run, still loaded it into every test file.
+t.test('test files run without tap\'s TypeScript loader', async (t) => {
+  const loaders = process.execArgv.filter((argument) => argument.startsWith('--import') || argument.startsWith('--loader'));
+  t.notOk(loaders.some((loader) => loader.includes('@tapjs/typescript')), `this test file's loaders: ${loaders.join(' ')}`);
+  t.ok(loaders.some((loader) => loader === '--import=tsx'), 'tsx runs the TypeScript');
+  const { scripts, tap } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string>; tap: { plugin: string[] } };
+  t.ok(tap.plugin.includes('!@tapjs/typescript'), 'the plugin is left out');
+  t.equal(scripts.pretest, 'node scripts/tap-build.ts', 'and tap is built without it before npm test runs');
+});
