@@ -51,7 +51,7 @@ import { RedisDecisionPeers, type DecisionPeers } from './gateway/decision-peers
 import { DecisionStore } from './gateway/decision-store.ts';
 import { ServiceMetrics } from './metrics/service-metrics.ts';
 import { registerIdentityApi, type RouteInfo } from './http/identity-api.ts';
-import { compileValidator } from './http/schemas.ts';
+import { SchemaCompilers } from './http/schema-compilers.ts';
 import { StalledConnections } from './http/stalled-connections.ts';
 import { RequestFront } from './http/front/request-front.ts';
 import { IdentityService } from './identity/identity-service.ts';
@@ -92,6 +92,8 @@ export interface BuildOptions {
   embeddedDirectory?: string | 'memory';
   /** Memories for the embedded database, reused across the applications one process builds (tests). */
   embeddedMemoryPool?: EmbeddedMemoryPool;
+  /** Compiled schemas, shared by the applications one process builds (tests); else the application's own. */
+  schemaCompilers?: SchemaCompilers;
   /** A pino logger, or false to log nothing (tests). */
   logger?: Logger | false;
   /** False when another process (the cluster primary) has already migrated the database. */
@@ -351,7 +353,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       exposeHeadRoutes: true,
       frameworkErrors: handleFrameworkError,
     }).withTypeProvider<TypeBoxTypeProvider>();
-    server.setValidatorCompiler(compileValidator);
+    const schemaCompilers = options.schemaCompilers ?? new SchemaCompilers();
+    server.setValidatorCompiler(schemaCompilers.validator);
+    server.setSerializerCompiler(schemaCompilers.serializer);
 
     const log = server.log;
     // A partition's start and end: one line each (requests refused meanwhile log nothing of it).

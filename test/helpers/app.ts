@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { buildApplication, type Application } from '../../src/app.ts';
 import { bootstrap } from '../../src/cli/bootstrap.ts';
 import { EmbeddedMemoryPool } from '../../src/store/embedded.ts';
+import { SchemaCompilers } from '../../src/http/schema-compilers.ts';
 import type { AssertionVerifier } from '../../src/federation/assertion.ts';
 import type { DomainIdentityConfigSource } from '../../src/identity/domain-identity-config.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
@@ -15,8 +16,10 @@ import { migratedEmbeddedDirectory } from './embedded-template.ts';
 import { PortTakenError, startOnFreePort } from './processes.ts';
 
 // One pool per test process: each test app's embedded database runs in a memory an earlier, closed
-// one ran in (src/store/embedded.ts says why that is most of a start).
+// one ran in (src/store/embedded.ts says why that is most of a start). Likewise each route schema is
+// compiled once per process, not once per test app (src/http/schema-compilers.ts).
 const embeddedMemoryPool = new EmbeddedMemoryPool();
+const schemaCompilers = new SchemaCompilers();
 
 export const ADMIN_PASSWORD = 'admin-secret';
 export const PUBLIC_URL = 'http://keystone.test:5000';
@@ -75,6 +78,7 @@ export async function startTestApp(
   try {
     app = await buildApplication(config, {
       clock,
+      schemaCompilers,
       // Embedded: a copy of an already migrated database (test/helpers/embedded-template.ts).
       ...(database.url ? {} : { embeddedDirectory: await migratedEmbeddedDirectory(directory), embeddedMemoryPool }),
       logger: options.logger ?? false,
@@ -163,7 +167,7 @@ export async function startOtherNode(t: Teardown, first: TestApp, overrides: Rec
     LOG_LEVEL: 'silent',
     ...overrides,
   });
-  const node = await buildApplication(config, { clock: first.clock, logger: false });
+  const node = await buildApplication(config, { clock: first.clock, schemaCompilers, logger: false });
   t.teardown(() => node.close());
   return node;
 }
