@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { builtService } from '../helpers/build.ts';
 import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
 import { ROOT, startService, waitFor } from '../helpers/processes.ts';
 
@@ -51,7 +52,7 @@ t.test('keys in the database: rotation from the manage CLI reaches every node wi
   t.notOk(fs.existsSync(path.join(directories[0]!, 'fernet-keys')), 'no key files');
 
   for (let rotation = 0; rotation < 2; rotation++) {
-    const rotated = await run(process.execPath, ['--import=tsx', 'src/cli/manage.ts', 'fernet_rotate'], {
+    const rotated = await run(process.execPath, [...(await builtService()).manage, 'fernet_rotate'], {
       cwd: ROOT,
       env: { ...process.env, ...environment(directories[2]!), REDIS_URL: '', TEST_DATABASE_URL: '' },
     });

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { builtService } from '../helpers/build.ts';
 import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
 import { adminToken, call, eventually, firstPassingSend, passwordAuth } from '../helpers/keystone-client.ts';
 import { ROOT, startRedis, startService, type ServiceProcess } from '../helpers/processes.ts';
@@ -140,7 +141,7 @@ t.test('three nodes behind a round-robin client', async (t) => {
     directories.push(directory);
     const environment = { ...shared, DATABASE_URL: database.url!, REDIS_URL: redis.url, DATA_DIR: directory };
     for (let rotation = 0; rotation < 2; rotation++) {
-      const { stdout } = await run(process.execPath, ['--import=tsx', 'src/cli/manage.ts', 'fernet_rotate'], {
+      const { stdout } = await run(process.execPath, [...(await builtService()).manage, 'fernet_rotate'], {
         cwd: ROOT,
         env: { ...process.env, ...environment, LOG_LEVEL: 'warn' },
         timeout: 60_000,

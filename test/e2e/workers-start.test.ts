@@ -4,6 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { builtService } from '../helpers/build.ts';
 import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
 import { ROOT, serviceWorkers, startService } from '../helpers/processes.ts';
 
@@ -35,7 +36,7 @@ t.test('a worker that cannot start stops the service instead of restarting in a 
     fs.rmSync(directory, { recursive: true, force: true });
   });
   const port = (taken.address() as net.AddressInfo).port;
-  const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, (await builtService()).service, {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: database.url!, WORKERS: '2', ADMIN_PASSWORD, DATA_DIR: directory, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', PASSWORD_HASH_ROUNDS: '4' },
     stdio: ['ignore', 'pipe', 'pipe'],

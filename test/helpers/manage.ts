@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { builtService } from './build.ts';
 import { ROOT } from './processes.ts';
 
 const run = promisify(execFile);
@@ -11,13 +12,13 @@ export interface ManageResult {
 }
 
 /**
- * Runs `npm run manage -- <args>` as its own process. The test shell's database, Redis and policy
+ * Runs `npm run manage -- <args>` as its own process (the bundled CLI: test/helpers/build.ts). The test shell's database, Redis and policy
  * settings are cleared (the embedded store, no Redis, the shipped policies) unless `environment`
  * sets them; a failing command resolves with its exit code instead of throwing.
  */
 export async function manage(args: string[], environment: Record<string, string> = {}): Promise<ManageResult> {
   try {
-    const { stdout, stderr } = await run(process.execPath, ['--import=tsx', 'src/cli/manage.ts', ...args], {
+    const { stdout, stderr } = await run(process.execPath, [...(await builtService()).manage, ...args], {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: '', TEST_DATABASE_URL: '', REDIS_URL: '', POLICY_DIR: '', ...environment },
     });

@@ -2,6 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { builtService, runsBuiltService } from './build.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -44,8 +45,8 @@ export interface ServiceProcess {
   stop(): Promise<void>;
 }
 
-// A service start compiles the whole tree with tsx (several seconds of CPU); with tap running four
-// files at once on two cores it has taken over 30 s.
+// A service start takes seconds of CPU (migrations, bootstrap); with tap running four files at once
+// on two cores it has taken over 30 s.
 async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -56,7 +57,8 @@ async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 
 }
 
 /**
- * Starts the service as its own process (node + tsx, as in production) and waits until it answers.
+ * Starts the service as its own process (the bundle, as `npm start` runs it: test/helpers/build.ts)
+ * and waits until it answers.
  * One process unless the environment sets WORKERS (the default would fork one worker per core).
  */
 export async function startService(environment: Record<string, string>, options: StartOptions = {}): Promise<ServiceProcess> {
@@ -70,7 +72,7 @@ interface StartOptions {
 }
 
 async function startServiceOn(port: number, environment: Record<string, string>, options: StartOptions): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, ['--import=tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, (await builtService()).service, {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', PASSWORD_HASH_ROUNDS: '4', WORKERS: '1', ...environment, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -150,7 +152,7 @@ export function serviceWorkers(pid: number): number[] {
       // Field 4 (ppid) follows the command name, which may contain spaces: split after the last ')'.
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       if (Number(fields[1]) !== pid || fields[0] === 'Z') continue;
-      if (fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('src/main.ts')) workers.push(Number(entry));
+      if (runsBuiltService(fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8'))) workers.push(Number(entry));
     } catch {
       // Gone while we looked.
     }
