@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startNodeFlags } from '../../bench/processes.ts';
-import { build } from '../../scripts/build.ts';
 
 // Tests that run the service or its CLI as processes of their own run what ships: the esbuild bundle
 // of `npm run build`, started with `npm start`'s node flags. It is also cheaper than src/ through tsx
@@ -64,6 +63,8 @@ export function builtService(): Promise<BuiltService> {
       removeStaleBuilds(name);
       const building = fs.mkdtempSync(`${final}.building-`);
       try {
+        // Loaded here: most test processes import this module (through processes.ts) and build nothing.
+        const { build } = await import('../../scripts/build.ts');
         await build({ outdir: building });
         try {
           fs.renameSync(building, final);
