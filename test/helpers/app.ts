@@ -43,7 +43,7 @@ interface Teardown {
 }
 
 /**
- * A bootstrapped service on a fresh database (embedded PGlite copied from a migrated template, or a new PostgreSQL database
+ * A bootstrapped service on a fresh database (embedded PGlite copied from a migrated template, or a PostgreSQL database copied from one
  * when TEST_DATABASE_URL/DATABASE_URL is set), a temporary key repository and a manual clock.
  */
 export async function startTestApp(
@@ -61,7 +61,7 @@ export async function startTestApp(
     assertionVerifiers?: readonly AssertionVerifier[];
   } = {},
 ): Promise<TestApp> {
-  const database = await createTestDatabase(options.databaseServer);
+  const database = await createTestDatabase(options.databaseServer, { migrated: true });
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-test-'));
   const config = loadConfig({
     DATA_DIR: directory,

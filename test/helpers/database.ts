@@ -1,5 +1,8 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import pg from 'pg';
+import { ROOT } from './processes.ts';
 
 /**
  * A fresh, empty database for one test file when the suite runs against PostgreSQL
@@ -12,16 +15,24 @@ export interface TestDatabase {
 
 export const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/postgres';
 
-/** `server` forces PostgreSQL (tests of several processes need a shared database). */
-export async function createTestDatabase(server: string | undefined = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL): Promise<TestDatabase> {
+/**
+ * `server` forces PostgreSQL (tests of several processes need a shared database). `migrated`: a copy
+ * of a database the migrations have already run on (a template, below), for a caller that would
+ * migrate it first thing (test apps, test stores); tests of what a start does to an empty database
+ * leave it out.
+ */
+export async function createTestDatabase(
+  server: string | undefined = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL,
+  options: { migrated?: boolean } = {},
+): Promise<TestDatabase> {
   if (!server) return { url: undefined, drop: async () => {} };
   const name = `kg_test_${randomBytes(6).toString('hex')}`;
-  const admin = new URL(server);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
+  const template = options.migrated ? await migratedTemplate(server) : undefined;
+  const admin = adminUrl(server);
+  const client = new pg.Client({ connectionString: admin });
   await client.connect();
   try {
-    await client.query(`create database ${name}`);
+    await client.query(`create database ${name}${template ? ` template ${template}` : ''}`);
   } finally {
     await client.end();
   }
@@ -30,7 +41,7 @@ export async function createTestDatabase(server: string | undefined = process.en
   return {
     url: url.toString(),
     async drop() {
-      const dropper = new pg.Client({ connectionString: admin.toString() });
+      const dropper = new pg.Client({ connectionString: admin });
       await dropper.connect();
       try {
         await dropper.query(`drop database if exists ${name} with (force)`);
@@ -39,4 +50,95 @@ export async function createTestDatabase(server: string | undefined = process.en
       }
     },
   };
+}
+
+function adminUrl(server: string): string {
+  const admin = new URL(server);
+  admin.pathname = '/postgres';
+  return admin.toString();
+}
+
+// Migrating a new database takes 0.3-1 s of a test app's start on PostgreSQL, and the suite starts
+// hundreds; a database made from a template costs what an empty one does (~0.1 s: PostgreSQL 15
+// copies the template's blocks). The template is made once per server and set of migrations, by
+// whichever test file needs it first (the others wait on an advisory lock), named by what made it:
+// `kg_test_template_<hash>`, never connected to once made (CREATE DATABASE … TEMPLATE needs that),
+// and dropped by the next template's maker once a day old. The migrations themselves, from an empty
+// database, stay tested: test/store/migrations-from-empty.test.ts, and every process test whose
+// service migrates its own database at start.
+
+const TEMPLATE_PREFIX = 'kg_test_template_';
+/** pg_advisory_lock's key for making a template (any constant the suite uses for nothing else). */
+const TEMPLATE_LOCK = 7_364_021_913;
+
+/** What makes a template stale: the migrations and the store that runs them. */
+function templateKey(): string {
+  const hash = createHash('sha256');
+  const migrations = path.join(ROOT, 'migrations');
+  for (const name of fs.readdirSync(migrations).sort()) {
+    hash.update(name).update('\0').update(fs.readFileSync(path.join(migrations, name))).update('\0');
+  }
+  for (const file of ['src/store/database.ts', 'node_modules/@mikro-orm/migrations/package.json']) hash.update(fs.readFileSync(path.join(ROOT, file)));
+  return hash.digest('hex').slice(0, 16);
+}
+
+const templates = new Map<string, Promise<string>>();
+
+function migratedTemplate(server: string): Promise<string> {
+  const admin = adminUrl(server);
+  let template = templates.get(admin);
+  if (!template) {
+    template = makeTemplate(server, admin);
+    templates.set(admin, template);
+    // A failed attempt is not kept: the next caller tries again (and sees the error itself).
+    template.catch(() => templates.delete(admin));
+  }
+  return template;
+}
+
+async function makeTemplate(server: string, admin: string): Promise<string> {
+  const name = `${TEMPLATE_PREFIX}${templateKey()}`;
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  try {
+    await client.query('select pg_advisory_lock($1)', [TEMPLATE_LOCK]);
+    const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [name]);
+    if (rowCount) return name;
+    const building = `${name}_building`;
+    // Left by a maker that died half-way.
+    await client.query(`drop database if exists ${building} with (force)`);
+    await client.query(`create database ${building}`);
+    const url = new URL(server);
+    url.pathname = `/${building}`;
+    // Loaded here: a suite on the embedded database never makes one.
+    const { Store } = await import('../../src/store/database.ts');
+    const store = await Store.open({ databaseUrl: url.toString() });
+    try {
+      await store.migrate();
+    } finally {
+      await store.close();
+    }
+    await client.query(`alter database ${building} rename to ${name}`);
+    // No connection, autovacuum's included, can then hold up a copy.
+    await client.query(`alter database ${name} with is_template true allow_connections false`);
+    await client.query(`comment on database ${name} is '${new Date().toISOString()}'`);
+    await dropStaleTemplates(client, name);
+    return name;
+  } finally {
+    await client.query('select pg_advisory_unlock($1)', [TEMPLATE_LOCK]).catch(() => undefined);
+    await client.end();
+  }
+}
+
+/** Templates of other migration sets, made over a day ago (another checkout may use a recent one). */
+async function dropStaleTemplates(client: pg.Client, current: string): Promise<void> {
+  const { rows } = await client.query<{ datname: string; made: string | null }>(
+    `select datname, shobj_description(oid, 'pg_database') as made from pg_database where datname like '${TEMPLATE_PREFIX}%' and datname <> $1`,
+    [current],
+  );
+  for (const { datname, made } of rows) {
+    if (datname.endsWith('_building') || !made || Date.now() - Date.parse(made) < 86_400_000) continue;
+    await client.query(`alter database ${datname} with is_template false`);
+    await client.query(`drop database if exists ${datname} with (force)`);
+  }
 }

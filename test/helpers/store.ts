@@ -7,11 +7,11 @@ import { migratedEmbeddedDirectory } from './embedded-template.ts';
 
 /**
  * A migrated Store on a new database (embedded: a copy of the migrated template, test/helpers/embedded-template.ts;
- * or a fresh PostgreSQL database when the suite runs on one), closed and dropped at `t`'s teardown:
+ * or a copy of a migrated PostgreSQL template when the suite runs on one, test/helpers/database.ts), closed and dropped at `t`'s teardown:
  * services built on it without an app.
  */
 export async function openTestStore(t: { teardown(fn: () => unknown): void }): Promise<Store> {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase(undefined, { migrated: true });
   const parent = database.url ? undefined : fs.mkdtempSync(path.join(os.tmpdir(), 'kg-store-'));
   const store = await Store.open({ databaseUrl: database.url, embeddedDirectory: parent ? await migratedEmbeddedDirectory(parent) : 'memory' });
   t.teardown(async () => {

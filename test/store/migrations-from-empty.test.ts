@@ -76,4 +76,40 @@ t.test('the migrations bring an empty embedded database and an empty PostgreSQL 
   t.same(await copy.migrate(), [], 'and none left to apply');
   t.same(await schemaOf(copy), schema, 'the template: the same schema as migrating from empty');
   t.same(await dataOf(copy), data, 'and the same rows');
+
+  // On PostgreSQL, test apps start from a copy of a migrated template database (test/helpers/database.ts).
+  const copied = await createTestDatabase(process.env.TEST_DATABASE_URL || LOCAL_POSTGRES, { migrated: true });
+  t.teardown(() => copied.drop());
+  const postgresCopy = await Store.open({ databaseUrl: copied.url, poolSize: 2 });
+  t.teardown(() => postgresCopy.close());
+  t.same(await appliedNames(postgresCopy), ALL, 'PostgreSQL template: every migration recorded');
+  t.same(await postgresCopy.migrate(), [], 'and none left to apply');
+  t.same(await schemaOf(postgresCopy), schema, 'PostgreSQL template: the same schema as migrating from empty');
+  t.same(await dataOf(postgresCopy), data, 'and the same rows');
+});
+
+t.test('PostgreSQL test databases: empty unless asked for a migrated one; one template, never connected to', async (t) => {
+  const server = process.env.TEST_DATABASE_URL || LOCAL_POSTGRES;
+  const [first, second, empty] = [
+    await createTestDatabase(server, { migrated: true }),
+    await createTestDatabase(server, { migrated: true }),
+    await createTestDatabase(server),
+  ];
+  t.teardown(async () => {
+    for (const database of [first, second, empty]) await database.drop();
+  });
+  for (const database of [first, second]) {
+    const store = await Store.open({ databaseUrl: database.url, poolSize: 1 });
+    t.teardown(() => store.close());
+    t.same(await appliedNames(store), ALL, `${new URL(database.url!).pathname}: migrated`);
+  }
+  const emptyStore = await Store.open({ databaseUrl: empty.url, poolSize: 1 });
+  t.teardown(() => emptyStore.close());
+  const tables = (await emptyStore.orm.em.getConnection().execute(`select count(*)::int as count from information_schema.tables where table_schema = 'public'`)) as Array<{ count: number }>;
+  t.equal(tables[0]!.count, 0, 'a database not asked to be migrated is empty (tests of what a start does to one)');
+  const templates = (await emptyStore.orm.em.getConnection().execute(
+    `select datname, datistemplate, datallowconn from pg_database where datname like 'kg_test_template_%' and datname not like '%_building'`,
+  )) as Array<{ datname: string; datistemplate: boolean; datallowconn: boolean }>;
+  t.ok(templates.length >= 1, 'a template exists');
+  t.ok(templates.every((template) => template.datistemplate && !template.datallowconn), 'marked a template, and closed to connections');
 });
