@@ -1,5 +1,9 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import t from 'tap';
-import { startListeningTestApp } from './app.ts';
+import { startListeningTestApp, startTestApp } from './app.ts';
+import { SCRATCH_DIRECTORY } from './embedded-template.ts';
 import { takenPortFirst } from './processes.ts';
 
 t.test('a listening test app whose port was taken before it listened is started on another', async (t) => {
@@ -12,4 +16,21 @@ t.test('a listening test app whose port was taken before it listened is started 
   const response = await fetch(`${base}/v3`);
   t.equal(response.status, 200);
   t.match((await response.json()) as object, { version: { links: [{ rel: 'self', href: `${base}/v3/` }] } });
+});
+
+t.test('a test app keeps its data directory and embedded database on the memory file system where there is one', async (t) => {
+  const hasShm = (() => {
+    try {
+      fs.accessSync('/dev/shm', fs.constants.W_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+  t.equal(SCRATCH_DIRECTORY, hasShm ? '/dev/shm' : os.tmpdir());
+  const app = await startTestApp(t);
+  t.equal(path.dirname(app.config.dataDir), SCRATCH_DIRECTORY, `data directory ${app.config.dataDir}`);
+  if (!app.config.databaseUrl) t.ok(fs.existsSync(path.join(app.config.dataDir, 'test-pglite', 'PG_VERSION')), 'the embedded database copied into it');
+  await app.close();
+  t.notOk(fs.existsSync(app.config.dataDir), 'and removed at close');
 });

@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Logger } from 'pino';
@@ -12,7 +11,7 @@ import type { DomainIdentityConfigSource } from '../../src/identity/domain-ident
 import { loadConfig, type Config } from '../../src/config.ts';
 import { ManualClock } from './clock.ts';
 import { createTestDatabase } from './database.ts';
-import { migratedEmbeddedDirectory } from './embedded-template.ts';
+import { migratedEmbeddedDirectory, SCRATCH_DIRECTORY } from './embedded-template.ts';
 import { PortTakenError, startOnFreePort } from './processes.ts';
 
 // One pool per test process: each test app's embedded database runs in a memory an earlier, closed
@@ -62,7 +61,7 @@ export async function startTestApp(
   } = {},
 ): Promise<TestApp> {
   const database = await createTestDatabase(options.databaseServer, { migrated: true });
-  const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-test-'));
+  const directory = fs.mkdtempSync(path.join(SCRATCH_DIRECTORY, 'kg-test-'));
   const config = loadConfig({
     DATA_DIR: directory,
     PUBLIC_URL: PUBLIC_URL,

@@ -1,9 +1,8 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { Store } from '../../src/store/database.ts';
 import { createTestDatabase } from './database.ts';
-import { migratedEmbeddedDirectory } from './embedded-template.ts';
+import { migratedEmbeddedDirectory, SCRATCH_DIRECTORY } from './embedded-template.ts';
 
 /**
  * A migrated Store on a new database (embedded: a copy of the migrated template, test/helpers/embedded-template.ts;
@@ -12,7 +11,7 @@ import { migratedEmbeddedDirectory } from './embedded-template.ts';
  */
 export async function openTestStore(t: { teardown(fn: () => unknown): void }): Promise<Store> {
   const database = await createTestDatabase(undefined, { migrated: true });
-  const parent = database.url ? undefined : fs.mkdtempSync(path.join(os.tmpdir(), 'kg-store-'));
+  const parent = database.url ? undefined : fs.mkdtempSync(path.join(SCRATCH_DIRECTORY, 'kg-store-'));
   const store = await Store.open({ databaseUrl: database.url, embeddedDirectory: parent ? await migratedEmbeddedDirectory(parent) : 'memory' });
   t.teardown(async () => {
     await store.close();
