@@ -1,8 +1,6 @@
-import { createHash, randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { ROOT } from './processes.ts';
+import { contentKey } from './made-once.ts';
 
 /**
  * A fresh, empty database for one test file when the suite runs against PostgreSQL
@@ -71,17 +69,6 @@ const TEMPLATE_PREFIX = 'kg_test_template_';
 /** pg_advisory_lock's key for making a template (any constant the suite uses for nothing else). */
 const TEMPLATE_LOCK = 7_364_021_913;
 
-/** What makes a template stale: the migrations and the store that runs them. */
-function templateKey(): string {
-  const hash = createHash('sha256');
-  const migrations = path.join(ROOT, 'migrations');
-  for (const name of fs.readdirSync(migrations).sort()) {
-    hash.update(name).update('\0').update(fs.readFileSync(path.join(migrations, name))).update('\0');
-  }
-  for (const file of ['src/store/database.ts', 'node_modules/@mikro-orm/migrations/package.json']) hash.update(fs.readFileSync(path.join(ROOT, file)));
-  return hash.digest('hex').slice(0, 16);
-}
-
 const templates = new Map<string, Promise<string>>();
 
 function migratedTemplate(server: string): Promise<string> {
@@ -97,7 +84,8 @@ function migratedTemplate(server: string): Promise<string> {
 }
 
 async function makeTemplate(server: string, admin: string): Promise<string> {
-  const name = `${TEMPLATE_PREFIX}${templateKey()}`;
+  // What makes a template stale: the migrations and the store that runs them.
+  const name = `${TEMPLATE_PREFIX}${contentKey(['migrations', 'src/store/database.ts', 'node_modules/@mikro-orm/migrations/package.json'])}`;
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
   try {

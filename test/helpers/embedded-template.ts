@@ -1,9 +1,8 @@
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Store } from '../../src/store/database.ts';
-import { ROOT } from './processes.ts';
+import { contentKey, makeOnce, removeStale } from './made-once.ts';
 
 // A fresh embedded database costs PGlite's initdb (over a second of CPU) plus every migration, and
 // the suite opens hundreds of them. Tests start instead from a copy of one data directory that the
@@ -31,61 +30,29 @@ function memoryFileSystem(): string | undefined {
   }
 }
 
-/** What makes a template stale: the migrations and the PGlite build. */
-function templateKey(): string {
-  const hash = createHash('sha256');
-  const migrations = path.join(ROOT, 'migrations');
-  for (const name of fs.readdirSync(migrations).sort()) {
-    hash.update(name).update('\0').update(fs.readFileSync(path.join(migrations, name))).update('\0');
-  }
-  for (const file of ['src/store/embedded.ts', 'node_modules/@electric-sql/pglite/package.json']) {
-    hash.update(fs.readFileSync(path.join(ROOT, file)));
-  }
-  return hash.digest('hex').slice(0, 16);
-}
-
-/** Templates of other migration sets, untouched for a day (another worktree may be using a recent one). */
-function removeStaleTemplates(current: string): void {
-  const prefix = current.replace(/[0-9a-f]+$/, '');
-  for (const name of fs.readdirSync(SCRATCH_DIRECTORY)) {
-    if (!name.startsWith(prefix) || name === current) continue;
-    const directory = path.join(SCRATCH_DIRECTORY, name);
-    try {
-      if (Date.now() - fs.statSync(directory).mtimeMs > 86_400_000) fs.rmSync(directory, { recursive: true, force: true });
-    } catch {
-      // Removed meanwhile by another test file.
-    }
-  }
-}
-
 let template: Promise<string> | undefined;
 
-/** The migrated template directory, made once (atomically: test files run in parallel). */
+/** The migrated template directory, made once per suite run and set of migrations (test/helpers/made-once.ts). */
 function migratedTemplate(): Promise<string> {
   template ??= (async () => {
     const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
-    const final = path.join(SCRATCH_DIRECTORY, `kg-test-pglite-${uid}-${templateKey()}`);
+    const prefix = `kg-test-pglite-${uid}-`;
+    // What makes a template stale: the migrations and the PGlite build.
+    const name = `${prefix}${contentKey(['migrations', 'src/store/embedded.ts', 'node_modules/@electric-sql/pglite/package.json'])}`;
+    const final = path.join(SCRATCH_DIRECTORY, name);
     if (fs.existsSync(path.join(final, 'PG_VERSION'))) return final;
-    removeStaleTemplates(path.basename(final));
-    const building = fs.mkdtempSync(`${final}.building-`);
-    const directory = path.join(building, 'pglite');
-    try {
+    // Templates of other migration sets, untouched for a day (another worktree may be using a recent one).
+    removeStale(SCRATCH_DIRECTORY, prefix, name, 86_400_000);
+    await makeOnce(final, async (scratch) => {
+      const directory = path.join(scratch, 'pglite');
       const store = await Store.open({ embeddedDirectory: directory });
       try {
         await store.migrate();
       } finally {
         await store.close();
       }
-      try {
-        fs.renameSync(directory, final);
-      } catch (error) {
-        // Another test file made it first (same migrations, same content).
-        const code = (error as NodeJS.ErrnoException).code;
-        if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw error;
-      }
-    } finally {
-      fs.rmSync(building, { recursive: true, force: true });
-    }
+      return directory;
+    });
     return final;
   })();
   return template;
