@@ -7,7 +7,7 @@ type Validator = ReturnType<FastifySchemaCompiler<TSchema>>;
 type Serializer = (data: unknown) => string;
 
 /**
- * The identity API's request validators and response serializers, compiled once per schema object.
+ * The identity API's request validators and response serializers, each compiled once per schema.
  * An application compiles every route's schemas when it becomes ready (TypeBox's compiler for
  * requests, fast-json-stringify for responses): a few hundred milliseconds of code generation at each
  * start. A process that builds several applications (a test file) can hand them one SchemaCompilers

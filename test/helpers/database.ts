@@ -3,8 +3,9 @@ import pg from 'pg';
 import { contentKey } from './made-once.ts';
 
 /**
- * A fresh, empty database for one test file when the suite runs against PostgreSQL
- * (TEST_DATABASE_URL or DATABASE_URL points at the server); undefined means "use embedded PGlite".
+ * A new database for one test file when the suite runs against PostgreSQL (TEST_DATABASE_URL or
+ * DATABASE_URL points at the server): empty, or a copy of a migrated template (createTestDatabase's
+ * `migrated`); undefined means "use embedded PGlite".
  */
 export interface TestDatabase {
   url: string | undefined;
