@@ -57,6 +57,8 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'POST', path: '/v3/domains', allowed: ADMINS, body: (unique) => ({ domain: { name: `m-${unique}` } }) },
   { method: 'PATCH', path: '/v3/domains/:fresh_domain', allowed: ADMINS, body: () => ({ domain: { description: 'x' } }) },
   { method: 'DELETE', path: '/v3/domains/:fresh_domain', allowed: ADMINS },
+  { method: 'PATCH', path: '/v3/domains/none', allowed: EVERYONE, body: () => ({ domain: { description: 'x' } }), note: '404 before policy, as Keystone (its enforcer reads the member first)' },
+  { method: 'DELETE', path: '/v3/domains/none', allowed: EVERYONE, note: '404 before policy, as Keystone (its enforcer reads the member first)' },
   // domain configuration: Keystone enforces before it reads anything (callers let through get a 404
   // where there is no configuration, or the answer); any token reads the default domain's password rules
   { method: 'GET', path: '/v3/domains/config/default', allowed: union(ADMINS, SYSTEM_READERS) },
@@ -110,6 +112,7 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'POST', path: '/v3/groups', allowed: ADMINS, body: (unique) => ({ group: { name: `m-${unique}` } }) },
   { method: 'PATCH', path: '/v3/groups/:fresh_group', allowed: ADMINS, body: () => ({ group: { description: 'x' } }) },
   { method: 'DELETE', path: '/v3/groups/:fresh_group', allowed: ADMINS },
+  { method: 'DELETE', path: '/v3/groups/none', allowed: EVERYONE, note: '404 before policy, as Keystone (its enforcer reads the member first)' },
   // roles
   { method: 'GET', path: '/v3/roles', allowed: union(ADMINS, SYSTEM_READERS) },
   { method: 'GET', path: '/v3/roles/:role', allowed: union(ADMINS, SYSTEM_READERS) },
@@ -117,6 +120,8 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'POST', path: '/v3/roles', allowed: ADMINS, body: (unique) => ({ role: { name: `m-${unique}` } }) },
   { method: 'PATCH', path: '/v3/roles/:fresh_role', allowed: ADMINS, body: () => ({ role: { description: 'x' } }) },
   { method: 'DELETE', path: '/v3/roles/:fresh_role', allowed: ADMINS },
+  { method: 'PATCH', path: '/v3/roles/none', allowed: EVERYONE, body: () => ({ role: { description: 'x' } }), note: '404 before policy, as Keystone (its enforcer reads the member first)' },
+  { method: 'DELETE', path: '/v3/roles/none', allowed: EVERYONE, note: '404 before policy, as Keystone (its enforcer reads the member first)' },
   { method: 'GET', path: '/v3/roles/:role/implies', allowed: union(ADMINS, SYSTEM_READERS) },
   { method: 'GET', path: '/v3/roles/:role/implies/:role', allowed: union(ADMINS, SYSTEM_READERS) },
   { method: 'PUT', path: '/v3/roles/:fresh_role/implies/:role', allowed: ADMINS },
@@ -187,6 +192,8 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   { method: 'GET', path: '/v3/endpoints/:fresh_endpoint', allowed: union(ADMINS, SYSTEM_READERS) },
   { method: 'PATCH', path: '/v3/endpoints/:fresh_endpoint', allowed: ADMINS, body: () => ({ endpoint: { url: 'http://matrix.test/x' } }) },
   { method: 'DELETE', path: '/v3/endpoints/:fresh_endpoint', allowed: ADMINS },
+  { method: 'PATCH', path: '/v3/endpoints/none', allowed: EVERYONE, body: () => ({ endpoint: { url: 'http://matrix.test/x' } }), note: '404 before policy, as Keystone (its enforcer reads the member first)' },
+  { method: 'DELETE', path: '/v3/endpoints/none', allowed: EVERYONE, note: '404 before policy, as Keystone (its enforcer reads the member first)' },
   // policy store and OS-ENDPOINT-POLICY: Keystone enforces before it looks anything up, so ids that
   // exist nowhere (and a create body without blob) tell the policy's answer without writing anything.
   { method: 'GET', path: '/v3/policies', allowed: union(ADMINS, SYSTEM_READERS) },
@@ -260,6 +267,8 @@ export const PROTECTION_MATRIX: MatrixRow[] = [
   },
   { method: 'PATCH', path: '/v3/limits/:fresh_limit', allowed: ADMINS, body: () => ({ limit: { resource_limit: 2 } }) },
   { method: 'DELETE', path: '/v3/limits/:fresh_limit', allowed: ADMINS },
+  { method: 'PATCH', path: '/v3/limits/none', allowed: EVERYONE, body: () => ({ limit: { resource_limit: 2 } }), note: '404 before policy, as Keystone (its enforcer reads the member first)' },
+  { method: 'DELETE', path: '/v3/limits/none', allowed: EVERYONE, note: '404 before policy, as Keystone (its enforcer reads the member first)' },
   // application credentials and access rules
   { method: 'GET', path: '/v3/users/:self/application_credentials', allowed: EVERYONE },
   { method: 'GET', path: '/v3/users/:user/application_credentials', allowed: union(ADMINS, SYSTEM_READERS) },

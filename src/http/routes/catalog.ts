@@ -179,6 +179,8 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
 
   app.patch('/v3/endpoints/:endpoint_id', { schema: { params: EndpointParams, body: EndpointUpdate, response: { 200: one('endpoint', EndpointEntity) } } },
     async (request) => {
+      // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+      await api.catalog.getEndpoint(request.params.endpoint_id);
       authorize(api, request, 'identity:update_endpoint');
       const body = request.body.endpoint;
       const endpoint = await api.catalog.updateEndpoint(request.params.endpoint_id, {
@@ -196,6 +198,8 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
   );
 
   app.delete('/v3/endpoints/:endpoint_id', { schema: { params: EndpointParams } }, async (request, reply) => {
+    // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+    await api.catalog.getEndpoint(request.params.endpoint_id);
     authorize(api, request, 'identity:delete_endpoint');
     await api.catalog.deleteEndpoint(request.params.endpoint_id);
     return noContent(reply);

@@ -47,6 +47,8 @@ export function registerDomainRoutes(app: App, api: IdentityApi): void {
 
   app.patch('/v3/domains/:domain_id', { schema: { params: Params, body: DomainUpdate, response: { 200: one('domain', DomainEntity) } } },
     async (request) => {
+      // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+      await api.resources.getDomain(request.params.domain_id);
       authorize(api, request, 'identity:update_domain', { domain: { id: request.params.domain_id } });
       // Keystone silently ignores an id in a domain update.
       const body = request.body.domain;
@@ -63,6 +65,8 @@ export function registerDomainRoutes(app: App, api: IdentityApi): void {
   );
 
   app.delete('/v3/domains/:domain_id', { schema: { params: Params } }, async (request, reply) => {
+    // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+    await api.resources.getDomain(request.params.domain_id);
     authorize(api, request, 'identity:delete_domain', { domain: { id: request.params.domain_id } });
     await api.resources.deleteDomain(request.params.domain_id);
     return noContent(reply);

@@ -59,6 +59,8 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
   });
 
   app.delete('/v3/groups/:group_id', { schema: { params: Params } }, async (request, reply) => {
+    // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+    await api.identity.getGroup(request.params.group_id);
     authorize(api, request, 'identity:delete_group', { group: await groupTarget(api, request.params.group_id) });
     await api.identity.deleteGroup(request.params.group_id);
     return noContent(reply);

@@ -147,6 +147,8 @@ export function registerLimitRoutes(app: App, api: IdentityApi): void {
   });
 
   app.patch('/v3/limits/:limit_id', { schema: { params: LimitParams, body: LimitUpdate, response: { 200: one('limit', LimitEntity) } } }, async (request) => {
+    // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+    await api.limits.getLimit(request.params.limit_id);
     authorize(api, request, 'identity:update_limit');
     const body = request.body.limit ?? {};
     const limit = await api.limits.updateLimit(request.params.limit_id, { resourceLimit: body.resource_limit, description: body.description });
@@ -154,6 +156,8 @@ export function registerLimitRoutes(app: App, api: IdentityApi): void {
   });
 
   app.delete('/v3/limits/:limit_id', { schema: { params: LimitParams } }, async (request, reply) => {
+    // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+    await api.limits.getLimit(request.params.limit_id);
     authorize(api, request, 'identity:delete_limit');
     await api.limits.deleteLimit(request.params.limit_id);
     return noContent(reply);

@@ -38,6 +38,8 @@ export function registerRoleRoutes(app: App, api: IdentityApi): void {
   });
 
   app.patch('/v3/roles/:role_id', { schema: { params: Params, body: RoleUpdate, response: { 200: one('role', RoleEntity) } } }, async (request) => {
+    // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+    await api.assignments.getRole(request.params.role_id);
     authorize(api, request, 'identity:update_role');
     const body = request.body.role;
     const role = await api.assignments.updateRole(request.params.role_id, {
@@ -52,6 +54,8 @@ export function registerRoleRoutes(app: App, api: IdentityApi): void {
   });
 
   app.delete('/v3/roles/:role_id', { schema: { params: Params } }, async (request, reply) => {
+    // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+    await api.assignments.getRole(request.params.role_id);
     authorize(api, request, 'identity:delete_role');
     await api.assignments.deleteRole(request.params.role_id);
     return noContent(reply);
