@@ -70,9 +70,16 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
     return { region: renderRegion(request, await api.catalog.getRegion(request.params.region_id)) };
   });
 
-  app.patch('/v3/regions/:region_id', { schema: { params: RegionParams, body: RegionUpdate, response: { 200: one('region', RegionEntity) } } },
+  app.patch(
+    '/v3/regions/:region_id',
+    {
+      schema: { params: RegionParams, body: RegionUpdate, response: { 200: one('region', RegionEntity) } },
+      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
+      preValidation: async (request) => {
+        authorize(api, request, 'identity:update_region');
+      },
+    },
     async (request) => {
-      authorize(api, request, 'identity:update_region');
       const body = request.body.region;
       const region = await api.catalog.updateRegion(request.params.region_id, {
         id: typeof body.id === 'string' ? body.id : undefined,
@@ -118,9 +125,16 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
     return { service: renderService(request, await api.catalog.getService(request.params.service_id)) };
   });
 
-  app.patch('/v3/services/:service_id', { schema: { params: ServiceParams, body: ServiceUpdate, response: { 200: one('service', ServiceEntity) } } },
+  app.patch(
+    '/v3/services/:service_id',
+    {
+      schema: { params: ServiceParams, body: ServiceUpdate, response: { 200: one('service', ServiceEntity) } },
+      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
+      preValidation: async (request) => {
+        authorize(api, request, 'identity:update_service');
+      },
+    },
     async (request) => {
-      authorize(api, request, 'identity:update_service');
       const body = request.body.service;
       const service = await api.catalog.updateService(request.params.service_id, {
         id: typeof body.id === 'string' ? body.id : undefined,
@@ -172,16 +186,25 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
 
   app.get('/v3/endpoints/:endpoint_id', { schema: { params: EndpointParams, response: { 200: one('endpoint', EndpointEntity) } } },
     async (request) => {
+      // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+      const endpoint = await api.catalog.getEndpoint(request.params.endpoint_id);
       authorize(api, request, 'identity:get_endpoint');
-      return { endpoint: renderEndpoint(request, await api.catalog.getEndpoint(request.params.endpoint_id)) };
+      return { endpoint: renderEndpoint(request, endpoint) };
     },
   );
 
-  app.patch('/v3/endpoints/:endpoint_id', { schema: { params: EndpointParams, body: EndpointUpdate, response: { 200: one('endpoint', EndpointEntity) } } },
+  app.patch(
+    '/v3/endpoints/:endpoint_id',
+    {
+      schema: { params: EndpointParams, body: EndpointUpdate, response: { 200: one('endpoint', EndpointEntity) } },
+      // Keystone reads the member, then decides, then validates the body: an id that exists nowhere is 404
+      // for any token, a caller it refuses gets 403 whatever it sent.
+      preValidation: async (request) => {
+        await api.catalog.getEndpoint(request.params.endpoint_id);
+        authorize(api, request, 'identity:update_endpoint');
+      },
+    },
     async (request) => {
-      // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
-      await api.catalog.getEndpoint(request.params.endpoint_id);
-      authorize(api, request, 'identity:update_endpoint');
       const body = request.body.endpoint;
       const endpoint = await api.catalog.updateEndpoint(request.params.endpoint_id, {
         id: typeof body.id === 'string' ? body.id : undefined,

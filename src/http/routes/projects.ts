@@ -80,9 +80,16 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
     return { project: renderProject(request, await api.resources.getProject(request.params.project_id)) };
   });
 
-  app.patch('/v3/projects/:project_id', { schema: { params: Params, body: ProjectUpdate, response: { 200: one('project', ProjectEntity) } } },
+  app.patch(
+    '/v3/projects/:project_id',
+    {
+      schema: { params: Params, body: ProjectUpdate, response: { 200: one('project', ProjectEntity) } },
+      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
+      preValidation: async (request) => {
+        authorize(api, request, 'identity:update_project', { project: await projectTarget(api, request.params.project_id) });
+      },
+    },
     async (request) => {
-      authorize(api, request, 'identity:update_project', { project: await projectTarget(api, request.params.project_id) });
       const body = request.body.project;
       const project = await api.resources.updateProject(request.params.project_id, {
         id: typeof body.id === 'string' ? body.id : undefined,
