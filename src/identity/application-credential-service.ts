@@ -125,6 +125,11 @@ export class ApplicationCredentialService {
     return credential;
   }
 
+  /** The user an application credential belongs to, if it exists: Keystone's policy target for reading and deleting it. */
+  async ownerOf(id: string): Promise<string | undefined> {
+    return (await this.load(this.store.reader(), id))?.userId;
+  }
+
   /** Null when it does not exist (token validation treats that as a revoked token). Cached, read-only. */
   async find(id: string): Promise<ApplicationCredential | null> {
     return (await this.cached(id))?.credential ?? null;

@@ -102,16 +102,21 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     '/v3/users/:user_id/application_credentials/:application_credential_id',
     { schema: { params: CredentialParams, response: { 200: one('application_credential', ApplicationCredentialEntity) } } },
     async (request) => {
-      refuseDelegated(authorize(api, request, 'identity:get_application_credential', { user: { id: request.params.user_id } }));
-      const credential = await api.applicationCredentials.get(request.params.user_id, request.params.application_credential_id);
+      // Keystone decides on the credential's owner, not on the path's user: someone else's credential
+      // is 403 under one's own path, and an admin reaches it under any user's path.
+      const owner = (await api.applicationCredentials.ownerOf(request.params.application_credential_id)) ?? request.params.user_id;
+      refuseDelegated(authorize(api, request, 'identity:get_application_credential', { user: { id: owner } }));
+      const credential = await api.applicationCredentials.get(owner, request.params.application_credential_id);
       return { application_credential: renderCredential(request, credential) };
     },
   );
 
   app.delete('/v3/users/:user_id/application_credentials/:application_credential_id', { schema: { params: CredentialParams } }, async (request, reply) => {
-    const auth = authorize(api, request, 'identity:delete_application_credential', { user: { id: request.params.user_id } });
+    // As for reading it: the credential's owner is the policy's user.
+    const owner = (await api.applicationCredentials.ownerOf(request.params.application_credential_id)) ?? request.params.user_id;
+    const auth = authorize(api, request, 'identity:delete_application_credential', { user: { id: owner } });
     refuseDelegated(auth);
-    await api.applicationCredentials.delete(request.params.user_id, request.params.application_credential_id, {
+    await api.applicationCredentials.delete(owner, request.params.application_credential_id, {
       viaApplicationCredential: auth.applicationCredential,
     });
     return noContent(reply);

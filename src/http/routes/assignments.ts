@@ -1,6 +1,5 @@
 import type { Static } from 'typebox';
 import type { ActorType, AssignmentEntry, AssignmentFilter, Grant, TargetType } from '../../assignment/assignment-service.ts';
-import type { TokenContext } from '../../token/token-service.ts';
 import { SYSTEM_TARGET_ID } from '../../assignment/assignment-service.ts';
 import { authorize, noContent, type App, type IdentityApi } from '../context.ts';
 import { collectionLinks } from '../links.ts';
@@ -45,11 +44,10 @@ const AssignmentListQuery = querySchema(
   'include_names',
 );
 
-/** GET /v3/role_assignments: Keystone's filters; a domain-scoped caller only sees its own domain. */
-function assignmentFilter(query: Static<typeof AssignmentListQuery>, auth: TokenContext): AssignmentFilter {
+/** GET /v3/role_assignments: Keystone's filters (a domain-scoped caller's list is narrowed afterwards: inOwnDomain). */
+function assignmentFilter(query: Static<typeof AssignmentListQuery>): AssignmentFilter {
   const projectId = stringParameter(query['scope.project.id']);
-  let domainId = stringParameter(query['scope.domain.id']);
-  if (auth.scope.type === 'domain' && !projectId) domainId = domainId ?? auth.scope.domain.id;
+  const domainId = stringParameter(query['scope.domain.id']);
   return {
     userId: stringParameter(query['user.id']),
     groupId: stringParameter(query['group.id']),
@@ -143,12 +141,25 @@ export function registerAssignmentRoutes(app: App, api: IdentityApi): void {
   app.get('/v3/role_assignments', { schema: { querystring: AssignmentListQuery, response: { 200: RoleAssignments } } }, async (request, reply) => {
     const auth = authorize(api, request, 'identity:list_role_assignments', listingTarget(request));
     const includeNames = presenceFlag(request.query.include_names);
-    const pages = await api.assignments.assignmentPages(assignmentFilter(request.query, auth), api.config.listPageSize);
-    return sendList(request, reply, 'role_assignments', RoleAssignments, pages, async (entries) => {
+    const pages = await api.assignments.assignmentPages(assignmentFilter(request.query), api.config.listPageSize);
+    const scope = auth.scope;
+    return sendList(request, reply, 'role_assignments', RoleAssignments, pages, async (page) => {
+      const entries = scope.type === 'domain' ? await inOwnDomain(api, page, scope.domain.id) : page;
       const names = includeNames ? await namesFor(api, entries) : undefined;
       return entries.map((entry) => renderAssignment(request, entry, names));
     });
   });
+}
+
+/**
+ * What a domain-scoped caller sees of a list of assignments, as Keystone narrows it after listing:
+ * those on its domain and on the projects of its domain (whatever the query's filters named).
+ */
+async function inOwnDomain(api: IdentityApi, entries: AssignmentEntry[], domainId: string): Promise<AssignmentEntry[]> {
+  const projectIds = [...new Set(entries.filter((entry) => entry.targetType === 'project').map((entry) => entry.targetId))];
+  const projects = projectIds.length ? await api.resources.listProjects({ ids: projectIds }) : [];
+  const inDomain = new Set(projects.filter((project) => project.domainId === domainId).map((project) => project.id));
+  return entries.filter((entry) => (entry.targetType === 'domain' ? entry.targetId === domainId : entry.targetType === 'project' && inDomain.has(entry.targetId)));
 }
 
 async function namesFor(api: IdentityApi, entries: AssignmentEntry[]): Promise<AssignmentNames> {

@@ -77,8 +77,10 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
 
   // A group may hold every user: read and written LIST_PAGE_SIZE members at a time (list-stream.ts).
   app.get('/v3/groups/:group_id/users', { schema: { params: Params, querystring: MemberListQuery, response: { 200: MemberList } } }, async (request, reply) => {
-    authorize(api, request, 'identity:list_users_in_group', { group: await groupTarget(api, request.params.group_id) });
+    const auth = authorize(api, request, 'identity:list_users_in_group', { group: await groupTarget(api, request.params.group_id) });
     await api.identity.getGroup(request.params.group_id);
+    // A domain-scoped caller sees the group's members of its own domain only, as in Keystone.
+    const scopeDomainId = auth.scope.type === 'domain' ? auth.scope.domain.id : undefined;
     const query = request.query;
     const enabled = booleanFilter(query.enabled);
     const domainId = stringParameter(query.domain_id);
@@ -91,7 +93,9 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
       },
       api.config.listPageSize,
     );
-    return sendList(request, reply, 'users', MemberList, pages, (users) => users.map((user) => renderUser(request, user)));
+    return sendList(request, reply, 'users', MemberList, pages, (users) =>
+      users.filter((user) => scopeDomainId === undefined || user.domainId === scopeDomainId).map((user) => renderUser(request, user)),
+    );
   });
 
   app.put('/v3/groups/:group_id/users/:user_id', { schema: { params: MemberParams } }, async (request, reply) => {

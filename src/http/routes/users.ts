@@ -142,11 +142,14 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
       },
     },
     async (request) => {
-      authorize(api, request, 'identity:list_groups_for_user', { user: await userTarget(api, request.params.user_id) });
+      const auth = authorize(api, request, 'identity:list_groups_for_user', { user: await userTarget(api, request.params.user_id) });
       await api.identity.getUser(request.params.user_id);
       const groups = await api.identity.listGroups({ userId: request.params.user_id, name: stringMatches(request.query, 'name') });
+      // A domain-scoped caller sees the user's groups of its own domain only, as in Keystone.
+      const scope = auth.scope;
+      const visible = scope.type === 'domain' ? groups.filter((group) => group.domainId === scope.domain.id) : groups;
       return {
-        groups: groups.map((group) => ({ ...renderGroup(request, group), membership_expires_at: null })),
+        groups: visible.map((group) => ({ ...renderGroup(request, group), membership_expires_at: null })),
         links: collectionLinks(request),
       };
     },
