@@ -26,6 +26,34 @@ t.test('the shipped identity policy loads and passes its fixtures', async (t) =>
   t.ok(policy.actions().includes('identity:get_user'));
 });
 
+t.test('the enforce-scope identity policy loads, passes its fixtures and never allows more than the default', async (t) => {
+  const enforceScope = path.join(shippedPolicyDirectory, 'identity-enforce-scope');
+  const policy = await IdentityPolicy.load(enforceScope);
+  const result = await policy.runFixtures();
+  t.same(result.failures, []);
+  t.ok(result.passed >= 90, `${result.passed} fixtures`);
+  t.same([...policy.actions()].sort(), [...(await IdentityPolicy.load(shippedIdentity)).actions()].sort(), 'the same actions');
+
+  // Every allow line is one of the default file's, or one of them narrowed to a single scope (or,
+  // for EC2 credentials, to the member role): scope enforcement only takes away.
+  const lines = (directory: string) =>
+    fs
+      .readFileSync(path.join(directory, 'identity.csv'), 'utf8')
+      .split('\n')
+      .filter((line) => line.startsWith('p,'))
+      .map((line) => line.split(',').map((field) => field.trim()));
+  const defaults = lines(shippedIdentity);
+  const covered = (role: string, scope: string, action: string, condition: string) =>
+    defaults.some(([, dRole, dScope, dAction, dCondition, dEffect]) => dEffect === 'allow' && dAction === action && dCondition === condition && (dRole === role || dRole === '*') && (dScope === scope || dScope === '*'));
+  const wider = lines(enforceScope).filter(([, role, scope, action, condition, effect]) => effect === 'allow' && !covered(role!, scope!, action!, condition!));
+  t.same(wider, [], 'no allow line beyond the default policy');
+  t.same(
+    lines(shippedIdentity).filter(([, , , , , effect]) => effect === 'deny'),
+    lines(enforceScope).filter(([, , , , , effect]) => effect === 'deny'),
+    'the same deny lines',
+  );
+});
+
 t.test('conditions, scopes, roles and deny overrides', async (t) => {
   const directory = identityDirectory(
     t,
