@@ -32,6 +32,7 @@ import type { SamlWebSso } from '../federation/saml/sp/saml-websso.ts';
 import type { LoginThrottle } from '../token/login-throttle.ts';
 import type { TokenProvider } from '../token/token-provider.ts';
 import type { ClientAddressResolver } from './client-address.ts';
+import { releaseHeldValidation } from './decision-order.ts';
 import type { TokenContext, TokenService } from '../token/token-service.ts';
 
 declare module 'fastify' {
@@ -113,6 +114,7 @@ export function caller(request: FastifyRequest): TokenContext {
 export function authorize(api: IdentityApi, request: FastifyRequest, action: string, target?: IdentityTarget): TokenContext {
   const auth = caller(request);
   api.authorizer.enforce(auth, action, target);
+  releaseHeldValidation(request);
   return auth;
 }
 

@@ -3,6 +3,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthenticationError, AuthReceiptRequiredError, errorBody, statusOf, TooManyRequestsError, UnavailableError } from '../support/errors.ts';
 import { loggableError } from '../store/loggable-error.ts';
 import { databaseUnreachableReason, isDatabaseKnownUnreachable, serviceErrorOf } from '../store/unavailable.ts';
+import { bodyAsSent } from './decision-order.ts';
 import { baseUrl } from './links.ts';
 import { renderReceipt } from './render.ts';
 
@@ -45,7 +46,7 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
-    return sendError(request, reply, 400, schemaMessage(fastifyError, request.body));
+    return sendError(request, reply, 400, schemaMessage(fastifyError, bodyAsSent(request)));
   }
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':

@@ -6,6 +6,7 @@ import { isEc2CredentialToken } from '../token/delegation.ts';
 import { registerAuditHooks } from './audit.ts';
 import type { App, IdentityApi } from './context.ts';
 import { handleError, NOT_JSON, sendError } from './errors.ts';
+import { holdBodyValidation } from './decision-order.ts';
 import { awaitsContinue, continueIfExpected } from './expect.ts';
 import { deriveBaseUrl } from './links.ts';
 import { FORM_TYPE, SAML_XML_TYPES } from '../federation/saml/sp/saml-verifier.ts';
@@ -203,6 +204,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   });
 
   app.setErrorHandler(handleError);
+  holdBodyValidation(app);
   registerAuditHooks(app, api);
   if (api.metrics) registerRequestMetrics(app, api.metrics);
 

@@ -15,7 +15,7 @@ t.test('a member is read, then the policy decides, then the body is validated', 
   const service = (await call('POST', '/v3/services', { service: { type: 'order' } })).json().service;
   const nowhere = 'f'.repeat(32);
 
-  const status = async (method: 'GET' | 'PATCH' | 'DELETE', url: string, body: unknown, token?: string) => (await call(method, url, body, token)).statusCode;
+  const status = async (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, body: unknown, token?: string) => (await call(method, url, body, token)).statusCode;
   // An id that exists nowhere: 404 for any token, whatever the body.
   for (const url of [`/v3/domains/${nowhere}`, `/v3/roles/${nowhere}`, `/v3/endpoints/${nowhere}`]) {
     t.equal(await status('PATCH', url, { [url.split('/')[2]!.slice(0, -1)]: {} }, member), 404, `PATCH ${url} with an empty entity, as a member`);
@@ -34,4 +34,19 @@ t.test('a member is read, then the policy decides, then the body is validated', 
   t.equal(await status('PATCH', `/v3/users/${user.id}`, { user: 'not an object' }, member), 403, 'users: refused before validation');
   t.equal(await status('PATCH', `/v3/users/${user.id}`, { user: 'not an object' }), 400, 'users: an admin gets the 400');
   t.equal((await call('GET', `/v3/services/${service.id}`)).json().service.type, 'order', 'nothing changed');
+
+  // Creating: the same order, for every route that needs a token (the body's schema is held back).
+  for (const [url, entity] of [
+    ['/v3/users', 'user'],
+    ['/v3/projects', 'project'],
+    ['/v3/regions', 'region'],
+    ['/v3/OS-OAUTH1/consumers', 'consumer'],
+  ] as const) {
+    t.equal(await status('POST', url, { [entity]: 'not an object' }, member), 403, `POST ${url}: refused before validation`);
+    const answer = await call('POST', url, { [entity]: 'not an object' });
+    t.equal(answer.statusCode, 400, `POST ${url}: an admin gets the 400`);
+    t.equal(answer.json().error.title, 'Bad Request');
+  }
+  // A route anyone may call validates first, as before.
+  t.equal((await call('POST', '/v3/auth/tokens', { auth: 'not an object' }, null)).statusCode, 400);
 });

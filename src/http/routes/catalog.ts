@@ -72,14 +72,9 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
 
   app.patch(
     '/v3/regions/:region_id',
-    {
-      schema: { params: RegionParams, body: RegionUpdate, response: { 200: one('region', RegionEntity) } },
-      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        authorize(api, request, 'identity:update_region');
-      },
-    },
+    { schema: { params: RegionParams, body: RegionUpdate, response: { 200: one('region', RegionEntity) } } },
     async (request) => {
+      authorize(api, request, 'identity:update_region');
       const body = request.body.region;
       const region = await api.catalog.updateRegion(request.params.region_id, {
         id: typeof body.id === 'string' ? body.id : undefined,
@@ -127,14 +122,9 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
 
   app.patch(
     '/v3/services/:service_id',
-    {
-      schema: { params: ServiceParams, body: ServiceUpdate, response: { 200: one('service', ServiceEntity) } },
-      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        authorize(api, request, 'identity:update_service');
-      },
-    },
+    { schema: { params: ServiceParams, body: ServiceUpdate, response: { 200: one('service', ServiceEntity) } } },
     async (request) => {
+      authorize(api, request, 'identity:update_service');
       const body = request.body.service;
       const service = await api.catalog.updateService(request.params.service_id, {
         id: typeof body.id === 'string' ? body.id : undefined,
@@ -195,16 +185,11 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
 
   app.patch(
     '/v3/endpoints/:endpoint_id',
-    {
-      schema: { params: EndpointParams, body: EndpointUpdate, response: { 200: one('endpoint', EndpointEntity) } },
-      // Keystone reads the member, then decides, then validates the body: an id that exists nowhere is 404
-      // for any token, a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        await api.catalog.getEndpoint(request.params.endpoint_id);
-        authorize(api, request, 'identity:update_endpoint');
-      },
-    },
+    { schema: { params: EndpointParams, body: EndpointUpdate, response: { 200: one('endpoint', EndpointEntity) } } },
     async (request) => {
+      // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+      await api.catalog.getEndpoint(request.params.endpoint_id);
+      authorize(api, request, 'identity:update_endpoint');
       const body = request.body.endpoint;
       const endpoint = await api.catalog.updateEndpoint(request.params.endpoint_id, {
         id: typeof body.id === 'string' ? body.id : undefined,

@@ -4,6 +4,7 @@ import { isDelegated } from '../../token/delegation.ts';
 import type { TokenContext } from '../../token/token-service.ts';
 import { pythonRepr } from '../errors.ts';
 import { authorize, caller, extraAttributes, noContent, type App, type IdentityApi, type Request } from '../context.ts';
+import { sentField } from '../decision-order.ts';
 import { collectionLinks } from '../links.ts';
 import { matchParameters, querySchema, stringMatches } from '../query.ts';
 import { renderCredential, renderEc2Credential, renderToken } from '../render.ts';
@@ -82,8 +83,9 @@ export function registerCredentialRoutes(app: App, api: IdentityApi): void {
   });
 
   app.post('/v3/credentials', { schema: { body: CredentialCreate, response: { 201: one('credential', CredentialEntity) } } }, async (request, reply) => {
+    const userId = sentField(request, 'credential', 'user_id');
+    const auth = authorize(api, request, 'identity:create_credential', userId === undefined ? {} : { credential: { userId } });
     const body = request.body.credential ?? {};
-    const auth = authorize(api, request, 'identity:create_credential', typeof body.user_id === 'string' ? { credential: { userId: body.user_id } } : {});
     const input = checkCreate(body);
     requirePrimaryAuth(auth);
     const credential = await api.credentials.create({ ...input, extra: extraAttributes(body, CREDENTIAL_FIELDS) });

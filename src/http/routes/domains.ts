@@ -45,18 +45,11 @@ export function registerDomainRoutes(app: App, api: IdentityApi): void {
     return { domain: renderDomain(request, await api.resources.getDomain(request.params.domain_id)) };
   });
 
-  app.patch(
-    '/v3/domains/:domain_id',
-    {
-      schema: { params: Params, body: DomainUpdate, response: { 200: one('domain', DomainEntity) } },
-      // Keystone reads the member, then decides, then validates the body: an id that exists nowhere is 404
-      // for any token, a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        await api.resources.getDomain(request.params.domain_id);
-        authorize(api, request, 'identity:update_domain', { domain: { id: request.params.domain_id } });
-      },
-    },
+  app.patch('/v3/domains/:domain_id', { schema: { params: Params, body: DomainUpdate, response: { 200: one('domain', DomainEntity) } } },
     async (request) => {
+      // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+      await api.resources.getDomain(request.params.domain_id);
+      authorize(api, request, 'identity:update_domain', { domain: { id: request.params.domain_id } });
       // Keystone silently ignores an id in a domain update.
       const body = request.body.domain;
       const domain = await api.resources.updateDomain(request.params.domain_id, {

@@ -76,14 +76,9 @@ export function registerEndpointFilterRoutes(app: App, api: IdentityApi): void {
 
   app.patch(
     `${PREFIX}/endpoint_groups/:endpoint_group_id`,
-    {
-      schema: { params: GroupParams, body: EndpointGroupUpdate, response: { 200: one('endpoint_group', EndpointGroupEntity) } },
-      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        authorize(api, request, 'identity:update_endpoint_group');
-      },
-    },
+    { schema: { params: GroupParams, body: EndpointGroupUpdate, response: { 200: one('endpoint_group', EndpointGroupEntity) } } },
     async (request) => {
+      authorize(api, request, 'identity:update_endpoint_group');
       const body = request.body.endpoint_group;
       const group = await api.endpointFilter.updateGroup(request.params.endpoint_group_id, {
         name: body.name,

@@ -1,4 +1,5 @@
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
+import { sentField } from '../decision-order.ts';
 import { collectionLinks } from '../links.ts';
 import { sendList } from '../list-stream.ts';
 import { groupTarget, listingTarget, userTarget } from '../targets.ts';
@@ -28,8 +29,8 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
   });
 
   app.post('/v3/groups', { schema: { body: GroupCreate, response: { 201: one('group', GroupEntity) } } }, async (request, reply) => {
+    const auth = authorize(api, request, 'identity:create_group', { group: { domainId: sentField(request, 'group', 'domain_id') ?? defaultDomainOf(caller(request)) } });
     const body = request.body.group;
-    const auth = authorize(api, request, 'identity:create_group', { group: { domainId: body.domain_id ?? defaultDomainOf(caller(request)) } });
     const group = await api.identity.createGroup({
       name: body.name,
       domainId: body.domain_id ?? defaultDomainOf(auth),
@@ -47,14 +48,9 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
 
   app.patch(
     '/v3/groups/:group_id',
-    {
-      schema: { params: Params, body: GroupUpdate, response: { 200: one('group', GroupEntity) } },
-      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        authorize(api, request, 'identity:update_group', { group: await groupTarget(api, request.params.group_id) });
-      },
-    },
+    { schema: { params: Params, body: GroupUpdate, response: { 200: one('group', GroupEntity) } } },
     async (request) => {
+      authorize(api, request, 'identity:update_group', { group: await groupTarget(api, request.params.group_id) });
       const body = request.body.group;
       const group = await api.identity.updateGroup(request.params.group_id, {
         id: typeof body.id === 'string' ? body.id : undefined,

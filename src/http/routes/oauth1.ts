@@ -97,14 +97,9 @@ export function registerOAuth1Routes(app: App, api: IdentityApi): void {
 
   app.patch(
     '/v3/OS-OAUTH1/consumers/:consumer_id',
-    {
-      schema: { params: ConsumerParams, body: ConsumerUpdate, response: { 200: one('consumer', ConsumerEntity) } },
-      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        authorize(api, request, 'identity:update_consumer');
-      },
-    },
+    { schema: { params: ConsumerParams, body: ConsumerUpdate, response: { 200: one('consumer', ConsumerEntity) } } },
     async (request) => {
+      authorize(api, request, 'identity:update_consumer');
       const body = request.body.consumer as Record<string, unknown>;
       if (body.id !== undefined && body.id !== request.params.consumer_id) throw ValidationError.idChange();
       const consumer = await api.oauth1.updateConsumer(request.params.consumer_id, {

@@ -3,6 +3,7 @@ import type { ProjectFilter } from '../../resource/resource-service.ts';
 import type { TokenContext } from '../../token/token-service.ts';
 import { NotFoundError } from '../../support/errors.ts';
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
+import { sentField } from '../decision-order.ts';
 import { baseUrl } from '../links.ts';
 import { sendList } from '../list-stream.ts';
 import { listingTarget, projectTarget } from '../targets.ts';
@@ -56,8 +57,8 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
   });
 
   app.post('/v3/projects', { schema: { body: ProjectCreate, response: { 201: one('project', ProjectEntity) } } }, async (request, reply) => {
+    const auth = authorize(api, request, 'identity:create_project', { project: { domainId: sentField(request, 'project', 'domain_id') ?? defaultDomainOf(caller(request)) } });
     const body = request.body.project;
-    const auth = authorize(api, request, 'identity:create_project', { project: { domainId: body.domain_id ?? defaultDomainOf(caller(request)) } });
     const project = await api.resources.createProject({
       id: body.is_domain && body.explicit_domain_id ? body.explicit_domain_id : undefined,
       name: body.name,
@@ -80,16 +81,9 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
     return { project: renderProject(request, await api.resources.getProject(request.params.project_id)) };
   });
 
-  app.patch(
-    '/v3/projects/:project_id',
-    {
-      schema: { params: Params, body: ProjectUpdate, response: { 200: one('project', ProjectEntity) } },
-      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        authorize(api, request, 'identity:update_project', { project: await projectTarget(api, request.params.project_id) });
-      },
-    },
+  app.patch('/v3/projects/:project_id', { schema: { params: Params, body: ProjectUpdate, response: { 200: one('project', ProjectEntity) } } },
     async (request) => {
+      authorize(api, request, 'identity:update_project', { project: await projectTarget(api, request.params.project_id) });
       const body = request.body.project;
       const project = await api.resources.updateProject(request.params.project_id, {
         id: typeof body.id === 'string' ? body.id : undefined,

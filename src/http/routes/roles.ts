@@ -41,16 +41,11 @@ export function registerRoleRoutes(app: App, api: IdentityApi): void {
 
   app.patch(
     '/v3/roles/:role_id',
-    {
-      schema: { params: Params, body: RoleUpdate, response: { 200: one('role', RoleEntity) } },
-      // Keystone reads the member, then decides, then validates the body: an id that exists nowhere is 404
-      // for any token, a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        await api.assignments.getRole(request.params.role_id);
-        authorize(api, request, 'identity:update_role');
-      },
-    },
+    { schema: { params: Params, body: RoleUpdate, response: { 200: one('role', RoleEntity) } } },
     async (request) => {
+      // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+      await api.assignments.getRole(request.params.role_id);
+      authorize(api, request, 'identity:update_role');
       const body = request.body.role;
       const role = await api.assignments.updateRole(request.params.role_id, {
         id: typeof body.id === 'string' ? body.id : undefined,

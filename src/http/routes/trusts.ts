@@ -5,6 +5,7 @@ import { isDelegatedMethod } from '../../token/delegation.ts';
 import type { TokenContext } from '../../token/token-service.ts';
 import { parseExpirationDate } from '../../support/timestamps.ts';
 import { authorize, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
+import { sentField } from '../decision-order.ts';
 import { baseUrl, collectionLinks, selfLink } from '../links.ts';
 import { querySchema, stringParameter } from '../query.ts';
 import { renderRole } from '../render.ts';
@@ -64,8 +65,9 @@ function refuseDelegatedMethod(auth: TokenContext): void {
 /** /v3/OS-TRUST/trusts: delegation of a trustor's roles on a project to a trustee. */
 export function registerTrustRoutes(app: App, api: IdentityApi): void {
   app.post('/v3/OS-TRUST/trusts', { schema: { body: TrustCreate, response: { 201: one('trust', TrustEntity) } } }, async (request, reply) => {
+    const target = { trustorUserId: sentField(request, 'trust', 'trustor_user_id'), trusteeUserId: sentField(request, 'trust', 'trustee_user_id') };
+    const auth = authorize(api, request, 'identity:create_trust', { trust: target });
     const body = request.body.trust;
-    const auth = authorize(api, request, 'identity:create_trust', { trust: { trustorUserId: body.trustor_user_id, trusteeUserId: body.trustee_user_id } });
     refuseDelegatedMethod(auth);
     let expiresAt: Date | null = null;
     if (typeof body.expires_at === 'string') {

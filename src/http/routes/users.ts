@@ -2,6 +2,7 @@ import { userPrincipal, type LoginAttempt } from '../../token/login-throttle.ts'
 import { auditAuthenticationFailure } from '../../token/authentication-audit.ts';
 import { auditInitiator } from '../audit.ts';
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
+import { sentField } from '../decision-order.ts';
 import { collectionLinks } from '../links.ts';
 import { sendList } from '../list-stream.ts';
 import { listingTarget, userTarget } from '../targets.ts';
@@ -46,8 +47,8 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
   });
 
   app.post('/v3/users', { schema: { body: UserCreate, response: { 201: one('user', UserEntity) } } }, async (request, reply) => {
+    const auth = authorize(api, request, 'identity:create_user', { user: { domainId: sentField(request, 'user', 'domain_id') ?? defaultDomainOf(caller(request)) } });
     const body = request.body.user;
-    const auth = authorize(api, request, 'identity:create_user', { user: { domainId: body.domain_id ?? defaultDomainOf(caller(request)) } });
     if (body.federated?.length) await api.federation.validateFederatedObjects(body.federated);
     const user = await api.identity.createUser({
       name: body.name,
@@ -73,14 +74,9 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
 
   app.patch(
     '/v3/users/:user_id',
-    {
-      schema: { params: Params, body: UserUpdate, response: { 200: one('user', UserEntity) } },
-      // Decided before the body is validated, as Keystone does: a caller it refuses gets 403 whatever it sent.
-      preValidation: async (request) => {
-        authorize(api, request, 'identity:update_user', { user: await userTarget(api, request.params.user_id) });
-      },
-    },
+    { schema: { params: Params, body: UserUpdate, response: { 200: one('user', UserEntity) } } },
     async (request) => {
+      authorize(api, request, 'identity:update_user', { user: await userTarget(api, request.params.user_id) });
       const body = request.body.user;
       // Keystone's _update_user_with_federated_objects: a non-empty list replaces the user's (checked
       // first); an empty one changes nothing.

@@ -1,0 +1,50 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+
+// Keystone's order for a request: authenticate (401), read what it acts on (404), decide (403), and
+// only then validate the body (400): a caller the policy refuses gets 403 whatever it sent.
+// Fastify validates before the handler, where routes decide. So on the routes that need a token, a
+// body that fails its schema is held back (attachValidation): reading request.body throws it, as
+// fastify would have, and so does authorize() once the policy has let the call through. A handler
+// that reads the body before deciding answers the 400 first, as it did before.
+
+const heldBodies = new WeakMap<FastifyRequest, unknown>();
+
+/** Registers the holding; call before the routes are added. */
+export function holdBodyValidation(app: FastifyInstance): void {
+  app.addHook('onRoute', (route) => {
+    if (route.config?.public !== true && route.schema?.body) route.attachValidation = true;
+  });
+  app.addHook('preHandler', async (request) => {
+    const error = request.validationError;
+    if (!error) return;
+    if (error.validationContext !== 'body') throw error;
+    heldBodies.set(request, request.body);
+    Object.defineProperty(request, 'body', {
+      configurable: true,
+      get() {
+        throw error;
+      },
+    });
+  });
+}
+
+/** After an allowed decision: the body's 400, if its validation was held back. */
+export function releaseHeldValidation(request: FastifyRequest): void {
+  if (request.validationError && heldBodies.has(request)) throw request.validationError;
+}
+
+/** The body as sent, for the 400's message (request.body throws while validation is held). */
+export function bodyAsSent(request: FastifyRequest): unknown {
+  return heldBodies.has(request) ? heldBodies.get(request) : request.body;
+}
+
+/**
+ * A string field of the entity a body carries, as sent: Keystone builds a create's policy target
+ * from the body before validating it (a user's or project's domain_id), so this one does too.
+ */
+export function sentField(request: FastifyRequest, entity: string, field: string): string | undefined {
+  const body = bodyAsSent(request);
+  const value = body && typeof body === 'object' ? (body as Record<string, unknown>)[entity] : undefined;
+  const fieldValue = value && typeof value === 'object' ? (value as Record<string, unknown>)[field] : undefined;
+  return typeof fieldValue === 'string' ? fieldValue : undefined;
+}
