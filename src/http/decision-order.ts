@@ -7,7 +7,12 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 // fastify would have, and so does authorize() once the policy has let the call through. A handler
 // that reads the body before deciding answers the 400 first, as it did before.
 
-const heldBodies = new WeakMap<FastifyRequest, unknown>();
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The body as sent, while its failed validation is held back (request.body throws meanwhile). */
+    heldBody?: { sent: unknown };
+  }
+}
 
 /** Registers the holding; call before the routes are added. */
 export function holdBodyValidation(app: FastifyInstance): void {
@@ -18,7 +23,7 @@ export function holdBodyValidation(app: FastifyInstance): void {
     const error = request.validationError;
     if (!error) return;
     if (error.validationContext !== 'body') throw error;
-    heldBodies.set(request, request.body);
+    request.heldBody = { sent: request.body };
     Object.defineProperty(request, 'body', {
       configurable: true,
       get() {
@@ -30,12 +35,12 @@ export function holdBodyValidation(app: FastifyInstance): void {
 
 /** After an allowed decision: the body's 400, if its validation was held back. */
 export function releaseHeldValidation(request: FastifyRequest): void {
-  if (request.validationError && heldBodies.has(request)) throw request.validationError;
+  if (request.heldBody && request.validationError) throw request.validationError;
 }
 
 /** The body as sent, for the 400's message (request.body throws while validation is held). */
 export function bodyAsSent(request: FastifyRequest): unknown {
-  return heldBodies.has(request) ? heldBodies.get(request) : request.body;
+  return request.heldBody ? request.heldBody.sent : request.body;
 }
 
 /**
