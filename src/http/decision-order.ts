@@ -14,22 +14,27 @@ declare module 'fastify' {
   }
 }
 
-/** Registers the holding; call before the routes are added. */
+/** Registers the holding on every route that needs a token and has a body schema; call before the routes are added. */
 export function holdBodyValidation(app: FastifyInstance): void {
   app.addHook('onRoute', (route) => {
-    if (route.config?.public !== true && route.schema?.body) route.attachValidation = true;
+    if (route.config?.public === true || !route.schema?.body) return;
+    route.attachValidation = true;
+    const own = route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
+    route.preHandler = [holdFailedBody, ...own];
   });
-  app.addHook('preHandler', async (request) => {
-    const error = request.validationError;
-    if (!error) return;
-    if (error.validationContext !== 'body') throw error;
-    request.heldBody = { sent: request.body };
-    Object.defineProperty(request, 'body', {
-      configurable: true,
-      get() {
-        throw error;
-      },
-    });
+}
+
+/** A route's first preHandler: a failed body is kept for the 400 and request.body throws it. */
+async function holdFailedBody(request: FastifyRequest): Promise<void> {
+  const error = request.validationError;
+  if (!error) return;
+  if (error.validationContext !== 'body') throw error;
+  request.heldBody = { sent: request.body };
+  Object.defineProperty(request, 'body', {
+    configurable: true,
+    get() {
+      throw error;
+    },
   });
 }
 

@@ -119,15 +119,9 @@ export class ApplicationCredentialService {
     }
   }
 
-  async get(userId: string, id: string): Promise<ApplicationCredential> {
-    const credential = await this.load(this.store.reader(), id);
-    if (!credential || credential.userId !== userId) throw NotFoundError.of('Application Credential', id);
-    return credential;
-  }
-
-  /** The user an application credential belongs to, if it exists: Keystone's policy target for reading and deleting it. */
-  async ownerOf(id: string): Promise<string | undefined> {
-    return (await this.load(this.store.reader(), id))?.userId;
+  /** An application credential by id alone, whoever owns it (Keystone's policy target is its owner); null when it does not exist. */
+  lookup(id: string): Promise<ApplicationCredential | null> {
+    return this.load(this.store.reader(), id);
   }
 
   /** Null when it does not exist (token validation treats that as a revoked token). Cached, read-only. */

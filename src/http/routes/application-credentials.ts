@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { ForbiddenError, ValidationError } from '../../support/errors.ts';
+import { ForbiddenError, NotFoundError, ValidationError } from '../../support/errors.ts';
 import { isDelegated } from '../../token/delegation.ts';
 import type { TokenContext } from '../../token/token-service.ts';
 import type { AccessRule, ApplicationCredential } from '../../identity/application-credential-service.ts';
@@ -104,16 +104,16 @@ export function registerApplicationCredentialRoutes(app: App, api: IdentityApi):
     async (request) => {
       // Keystone decides on the credential's owner, not on the path's user: someone else's credential
       // is 403 under one's own path, and an admin reaches it under any user's path.
-      const owner = (await api.applicationCredentials.ownerOf(request.params.application_credential_id)) ?? request.params.user_id;
-      refuseDelegated(authorize(api, request, 'identity:get_application_credential', { user: { id: owner } }));
-      const credential = await api.applicationCredentials.get(owner, request.params.application_credential_id);
-      return { application_credential: renderCredential(request, credential) };
+      const found = await api.applicationCredentials.lookup(request.params.application_credential_id);
+      refuseDelegated(authorize(api, request, 'identity:get_application_credential', { user: { id: found?.userId ?? request.params.user_id } }));
+      if (!found) throw NotFoundError.of('Application Credential', request.params.application_credential_id);
+      return { application_credential: renderCredential(request, found) };
     },
   );
 
   app.delete('/v3/users/:user_id/application_credentials/:application_credential_id', { schema: { params: CredentialParams } }, async (request, reply) => {
     // As for reading it: the credential's owner is the policy's user.
-    const owner = (await api.applicationCredentials.ownerOf(request.params.application_credential_id)) ?? request.params.user_id;
+    const owner = (await api.applicationCredentials.lookup(request.params.application_credential_id))?.userId ?? request.params.user_id;
     const auth = authorize(api, request, 'identity:delete_application_credential', { user: { id: owner } });
     refuseDelegated(auth);
     await api.applicationCredentials.delete(owner, request.params.application_credential_id, {

@@ -70,9 +70,7 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
     return { region: renderRegion(request, await api.catalog.getRegion(request.params.region_id)) };
   });
 
-  app.patch(
-    '/v3/regions/:region_id',
-    { schema: { params: RegionParams, body: RegionUpdate, response: { 200: one('region', RegionEntity) } } },
+  app.patch('/v3/regions/:region_id', { schema: { params: RegionParams, body: RegionUpdate, response: { 200: one('region', RegionEntity) } } },
     async (request) => {
       authorize(api, request, 'identity:update_region');
       const body = request.body.region;
@@ -120,9 +118,7 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
     return { service: renderService(request, await api.catalog.getService(request.params.service_id)) };
   });
 
-  app.patch(
-    '/v3/services/:service_id',
-    { schema: { params: ServiceParams, body: ServiceUpdate, response: { 200: one('service', ServiceEntity) } } },
+  app.patch('/v3/services/:service_id', { schema: { params: ServiceParams, body: ServiceUpdate, response: { 200: one('service', ServiceEntity) } } },
     async (request) => {
       authorize(api, request, 'identity:update_service');
       const body = request.body.service;
@@ -183,9 +179,7 @@ export function registerCatalogRoutes(app: App, api: IdentityApi): void {
     },
   );
 
-  app.patch(
-    '/v3/endpoints/:endpoint_id',
-    { schema: { params: EndpointParams, body: EndpointUpdate, response: { 200: one('endpoint', EndpointEntity) } } },
+  app.patch('/v3/endpoints/:endpoint_id', { schema: { params: EndpointParams, body: EndpointUpdate, response: { 200: one('endpoint', EndpointEntity) } } },
     async (request) => {
       // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
       await api.catalog.getEndpoint(request.params.endpoint_id);

@@ -46,27 +46,22 @@ export function registerGroupRoutes(app: App, api: IdentityApi): void {
     return { group: renderGroup(request, await api.identity.getGroup(request.params.group_id)) };
   });
 
-  app.patch(
-    '/v3/groups/:group_id',
-    { schema: { params: Params, body: GroupUpdate, response: { 200: one('group', GroupEntity) } } },
-    async (request) => {
-      authorize(api, request, 'identity:update_group', { group: await groupTarget(api, request.params.group_id) });
-      const body = request.body.group;
-      const group = await api.identity.updateGroup(request.params.group_id, {
-        id: typeof body.id === 'string' ? body.id : undefined,
-        name: body.name,
-        domainId: body.domain_id,
-        description: body.description,
-        extra: extraAttributes(body, GROUP_FIELDS),
-      });
-      return { group: renderGroup(request, group) };
-    },
-  );
-
+  app.patch('/v3/groups/:group_id', { schema: { params: Params, body: GroupUpdate, response: { 200: one('group', GroupEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:update_group', { group: await groupTarget(api, request.params.group_id) });
+    const body = request.body.group;
+    const group = await api.identity.updateGroup(request.params.group_id, {
+      id: typeof body.id === 'string' ? body.id : undefined,
+      name: body.name,
+      domainId: body.domain_id,
+      description: body.description,
+      extra: extraAttributes(body, GROUP_FIELDS),
+    });
+    return { group: renderGroup(request, group) };
+  });
   app.delete('/v3/groups/:group_id', { schema: { params: Params } }, async (request, reply) => {
     // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
-    await api.identity.getGroup(request.params.group_id);
-    authorize(api, request, 'identity:delete_group', { group: await groupTarget(api, request.params.group_id) });
+    const group = await api.identity.getGroup(request.params.group_id);
+    authorize(api, request, 'identity:delete_group', { group: { id: group.id, domainId: group.domainId } });
     await api.identity.deleteGroup(request.params.group_id);
     return noContent(reply);
   });

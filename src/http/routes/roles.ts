@@ -39,26 +39,21 @@ export function registerRoleRoutes(app: App, api: IdentityApi): void {
     return { role: renderRole(request, role) };
   });
 
-  app.patch(
-    '/v3/roles/:role_id',
-    { schema: { params: Params, body: RoleUpdate, response: { 200: one('role', RoleEntity) } } },
-    async (request) => {
-      // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
-      await api.assignments.getRole(request.params.role_id);
-      authorize(api, request, 'identity:update_role');
-      const body = request.body.role;
-      const role = await api.assignments.updateRole(request.params.role_id, {
-        id: typeof body.id === 'string' ? body.id : undefined,
-        name: body.name,
-        domainId: body.domain_id,
-        description: body.description,
-        options: body.options,
-        extra: extraAttributes(body, ROLE_FIELDS),
-      });
-      return { role: renderRole(request, role) };
-    },
-  );
-
+  app.patch('/v3/roles/:role_id', { schema: { params: Params, body: RoleUpdate, response: { 200: one('role', RoleEntity) } } }, async (request) => {
+    // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
+    await api.assignments.getRole(request.params.role_id);
+    authorize(api, request, 'identity:update_role');
+    const body = request.body.role;
+    const role = await api.assignments.updateRole(request.params.role_id, {
+      id: typeof body.id === 'string' ? body.id : undefined,
+      name: body.name,
+      domainId: body.domain_id,
+      description: body.description,
+      options: body.options,
+      extra: extraAttributes(body, ROLE_FIELDS),
+    });
+    return { role: renderRole(request, role) };
+  });
   app.delete('/v3/roles/:role_id', { schema: { params: Params } }, async (request, reply) => {
     // Keystone reads the member before its policy: an id that exists nowhere is 404 for any token.
     await api.assignments.getRole(request.params.role_id);

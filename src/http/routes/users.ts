@@ -72,32 +72,27 @@ export function registerUserRoutes(app: App, api: IdentityApi): void {
     return { user: withFederated(renderUser(request, user), await api.federation.federatedObjectsOf(user.id)) };
   });
 
-  app.patch(
-    '/v3/users/:user_id',
-    { schema: { params: Params, body: UserUpdate, response: { 200: one('user', UserEntity) } } },
-    async (request) => {
-      authorize(api, request, 'identity:update_user', { user: await userTarget(api, request.params.user_id) });
-      const body = request.body.user;
-      // Keystone's _update_user_with_federated_objects: a non-empty list replaces the user's (checked
-      // first); an empty one changes nothing.
-      const federated = body.federated?.length ? body.federated : undefined;
-      if (federated) await api.federation.validateFederatedObjects(federated);
-      const user = await api.identity.updateUser(request.params.user_id, {
-        id: typeof body.id === 'string' ? body.id : undefined,
-        name: body.name,
-        domainId: body.domain_id,
-        password: body.password,
-        enabled: body.enabled,
-        defaultProjectId: body.default_project_id,
-        options: body.options,
-        extra: extraAttributes(body, USER_FIELDS),
-      });
-      if (federated) await api.federation.replaceFederatedObjects(user.id, user.name, federated);
-      // Keystone's update response (only) also carries the raw extra attributes.
-      return { user: withFederated({ ...renderUser(request, user), extra: user.extra }, federated ?? (await api.federation.federatedObjectsOf(user.id))) };
-    },
-  );
-
+  app.patch('/v3/users/:user_id', { schema: { params: Params, body: UserUpdate, response: { 200: one('user', UserEntity) } } }, async (request) => {
+    authorize(api, request, 'identity:update_user', { user: await userTarget(api, request.params.user_id) });
+    const body = request.body.user;
+    // Keystone's _update_user_with_federated_objects: a non-empty list replaces the user's (checked
+    // first); an empty one changes nothing.
+    const federated = body.federated?.length ? body.federated : undefined;
+    if (federated) await api.federation.validateFederatedObjects(federated);
+    const user = await api.identity.updateUser(request.params.user_id, {
+      id: typeof body.id === 'string' ? body.id : undefined,
+      name: body.name,
+      domainId: body.domain_id,
+      password: body.password,
+      enabled: body.enabled,
+      defaultProjectId: body.default_project_id,
+      options: body.options,
+      extra: extraAttributes(body, USER_FIELDS),
+    });
+    if (federated) await api.federation.replaceFederatedObjects(user.id, user.name, federated);
+    // Keystone's update response (only) also carries the raw extra attributes.
+    return { user: withFederated({ ...renderUser(request, user), extra: user.extra }, federated ?? (await api.federation.federatedObjectsOf(user.id))) };
+  });
   app.delete('/v3/users/:user_id', { schema: { params: Params } }, async (request, reply) => {
     authorize(api, request, 'identity:delete_user', { user: await userTarget(api, request.params.user_id) });
     await api.identity.deleteUser(request.params.user_id);
