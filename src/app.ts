@@ -20,6 +20,7 @@ import { MemoryReplayCache, RedisReplayCache } from './federation/replay-cache.t
 import { SamlAssertionVerifier } from './federation/saml/sp/saml-verifier.ts';
 import { TrustedIdpMetadata } from './federation/saml/sp/trusted-metadata.ts';
 import { SamlWebSso } from './federation/saml/sp/saml-websso.ts';
+import { SamlEcpSessions } from './federation/saml/sp/ecp-session.ts';
 import { loadSigningKeys } from './federation/saml/signing-keys.ts';
 import { DomainConfigService } from './domain-config/domain-config-service.ts';
 import { CREDENTIAL_MAX_ACTIVE_KEYS, CredentialEncryption } from './credential/credential-encryption.ts';
@@ -188,6 +189,7 @@ function isIdentitySegment(segment: string): boolean {
     case 'metrics':
     case 'openapi.json':
     case 'api-docs':
+    case 'Shibboleth.sso': // the SAML ECP consumer (routes/saml-ecp.ts), where Shibboleth has it
       return true;
     default:
       return false;
@@ -486,17 +488,34 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       httpTimeoutMs: config.samlSp.metadataHttpTimeoutMs,
       log,
     });
+    // Assertion ids (and ECP sessions) already used: shared by every node through Redis when configured.
+    const samlReplays = redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock);
     const samlVerifier = new SamlAssertionVerifier(config.samlSp, {
       clock,
       log,
       metadata: samlMetadata,
-      // Assertion ids already used: shared by every node through Redis when configured.
-      replayCache: redis ? new RedisReplayCache(redis, config.samlSp.replayKeyPrefix, clock) : new MemoryReplayCache(clock),
+      replayCache: samlReplays,
+    });
+    // Websso login states (OIDC and SAML) and SAML ECP sessions: sealed with a key derived from the
+    // pepper every node shares.
+    const webSsoSealer = new WebSsoStateSealer(pepper.pepper);
+    // Shibboleth's ECP consumer (/Shibboleth.sso/SAML2/ECP): the session it answers is a login at the login URL.
+    const samlEcpSessions = new SamlEcpSessions({
+      verifier: samlVerifier,
+      sealer: webSsoSealer,
+      replays: samlReplays,
+      federation,
+      clock,
+      protocols: config.samlSp.protocols,
+      ttlSeconds: config.websso.stateTtlSeconds,
+      log,
     });
     // Federated logins believe only what a verifier checked itself: OIDC bearer tokens, SAML
-    // responses (the login URL and the mapped method of POST /v3/auth/tokens alike).
+    // responses (the login URL and the mapped method of POST /v3/auth/tokens alike), SAML ECP
+    // sessions (the login URL only: only it passes cookies).
     const assertionVerifiers = options.assertionVerifiers ?? [
       new OidcAssertionVerifier(config.oidc, { clock, log, directory: oidcProviders }),
+      samlEcpSessions,
       samlVerifier,
     ];
     const federatedLogin = new FederatedLogin(
@@ -622,9 +641,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       database: () => ({ reachable: store.health.reachable, partitions: store.health.partitions }),
     });
 
-    // Websso login states (OIDC and SAML): sealed with a key derived from the pepper every node
-    // shares, single-use across nodes through Redis; Redis out of reach: this node's memory decides.
-    const webSsoSealer = new WebSsoStateSealer(pepper.pepper);
+    // Websso login states: single-use across nodes through Redis; Redis out of reach: this node's memory decides.
     const webSsoReplays = redis
       ? new RedisReplayCache(redis, config.websso.replayKeyPrefix, clock, { fallback: 'this-node', log, message: 'websso: Redis did not answer; this login state is single-use on this node only' })
       : new MemoryReplayCache(clock);
@@ -648,6 +665,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       // Browser single sign-on (websso) as an OIDC relying party.
       oidcWebSso: new OidcWebSso({ websso: config.websso, oidc: config.oidc, directory: oidcProviders, federation, federatedLogin, sealer: webSsoSealer, replays: webSsoReplays, clock, log }),
       // The same for SAML protocols: an AuthnRequest (signed with SAML_KEYFILE when set), the response verified as a SAML login's.
+      samlEcpSessions,
       samlWebSso: new SamlWebSso({ websso: config.websso, samlSp: config.samlSp, metadata: samlMetadata, verifier: samlVerifier, federation, federatedLogin, sealer: webSsoSealer, replays: webSsoReplays, clock, keys: samlKeys }),
       saml: new SamlIdentityProvider({ settings: config.saml, keys: samlKeys, clock, federation, tokens, identity, resources }),
       credentials,

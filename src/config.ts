@@ -157,7 +157,7 @@ export interface SamlSpSettings {
   entityId: string | undefined;
   /**
    * SAML_SP_ACCEPTED_RECIPIENTS: further URLs accepted as Destination and Recipient, beside this
-   * login's own public URL (e.g. the Shibboleth ECP URL an identity provider still has as sp_url).
+   * login's own public URL (or the ECP consumer's): e.g. an older address an identity provider still posts to.
    */
   acceptedRecipients: string[];
   /** SAML_SIGNATURE_ALGORITHMS: the XML-DSig signature algorithms accepted (rsa-sha256, rsa-sha512, rsa-sha1). */

@@ -27,6 +27,11 @@ export interface AssertionRequest {
    * InResponseTo must be it, and the Response's when it names one. Undefined: an unsolicited login.
    */
   inResponseTo?: string;
+  /**
+   * The request's cookies, given only by the login URL: the one place a SAML ECP session
+   * (ecp-session.ts) is a login, as Shibboleth protects only the login URL.
+   */
+  cookies?: Readonly<Record<string, string>>;
 }
 
 /**

@@ -28,6 +28,7 @@ import type { FederationService } from '../federation/federation-service.ts';
 import type { FederatedLogin } from '../federation/federated-login.ts';
 import type { AssertionVerifier } from '../federation/assertion.ts';
 import type { OidcWebSso } from '../federation/oidc/websso.ts';
+import type { SamlEcpSessions } from '../federation/saml/sp/ecp-session.ts';
 import type { SamlWebSso } from '../federation/saml/sp/saml-websso.ts';
 import type { LoginThrottle } from '../token/login-throttle.ts';
 import type { TokenProvider } from '../token/token-provider.ts';
@@ -81,6 +82,8 @@ export interface IdentityApi {
   assertionVerifiers: readonly AssertionVerifier[];
   /** Browser single sign-on (Keystone's websso) for OpenID Connect: this service as the relying party. */
   oidcWebSso: OidcWebSso;
+  /** Shibboleth's ECP consumer (/Shibboleth.sso/SAML2/ECP): sessions that are a login at the login URL. */
+  samlEcpSessions: SamlEcpSessions;
   /** Browser single sign-on for SAML protocols (HTTP-Redirect AuthnRequest, HTTP-POST back); absent: their websso is a 401. */
   samlWebSso?: SamlWebSso | undefined;
   /** Keystone-to-Keystone: this service as SAML identity provider (metadata, signed assertions). */

@@ -24,6 +24,7 @@ import { registerFederationRoutes } from './routes/federation.ts';
 import { registerFederationAuthRoutes } from './routes/federation-auth.ts';
 import { registerSamlIdpRoutes } from './routes/saml-idp.ts';
 import { registerWebSsoRoutes } from './routes/websso.ts';
+import { registerSamlEcpRoutes } from './routes/saml-ecp.ts';
 import { registerSamlWebSsoRoutes } from './routes/saml-websso.ts';
 import { registerLimitRoutes } from './routes/limits.ts';
 import { registerDiscoveryRoutes } from './routes/discovery.ts';
@@ -257,6 +258,7 @@ export function registerIdentityApi(app: App, api: IdentityApi, readiness: Readi
   registerFederationAuthRoutes(app, api);
   registerWebSsoRoutes(app, api, api.oidcWebSso);
   registerSamlWebSsoRoutes(app, api, api.samlWebSso);
+  registerSamlEcpRoutes(app, api);
   registerSamlIdpRoutes(app, api);
   registerGatewayPolicyRoutes(app, api);
   registerApiDocsRoutes(app, routes);

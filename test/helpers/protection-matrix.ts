@@ -426,6 +426,8 @@ export const PUBLIC_ROUTES = [
   'GET /v3/OS-FEDERATION/saml2/metadata',
   'POST /v3/auth/OS-FEDERATION/saml2',
   'POST /v3/auth/OS-FEDERATION/saml2/ecp',
+  // Shibboleth's ECP consumer (K2K service provider): the posted response is verified, not policy-checked.
+  'POST /Shibboleth.sso/SAML2/ECP',
 ];
 
 /** A row's path reaches a route when each segment is the route's own or fills one of its parameters. */

@@ -5,20 +5,12 @@ import t, { type Test } from 'tap';
 import { PUBLIC_URL, startOtherNode, startTestApp, type TestApp } from '../helpers/app.ts';
 import { LOCAL_POSTGRES } from '../helpers/database.ts';
 import { testRedis } from '../helpers/redis.ts';
-import { makeIdp, SAMPLE } from '../federation/saml/saml-sp-helpers.ts';
+import { K2K_RULES, makeIdp, SAMPLE, setUpK2kProvider } from '../federation/saml/saml-sp-helpers.ts';
 import { FixedAssertionVerifier } from '../helpers/federation.ts';
 
 const FED = '/v3/OS-FEDERATION';
 const LOGIN = `${FED}/identity_providers/keystone-idp/protocols/saml2/auth`;
 const PAOS = 'application/vnd.paos+xml';
-
-/** Keystone's K2K mapping (its federation docs): the user by name, the federated_users group. */
-const K2K_RULES = (domainId: string) => [
-  {
-    local: [{ user: { name: '{0}' } }, { group: { name: 'federated_users', domain: { id: domainId } } }],
-    remote: [{ type: 'openstack_user' }, { type: 'openstack_user_domain', any_one_of: ['Default'] }],
-  },
-];
 
 interface World {
   app: TestApp;
@@ -28,20 +20,7 @@ interface World {
 
 async function world(t: Test, overrides: Record<string, string> = {}, remoteIds: string[] = [SAMPLE.issuer], databaseServer?: string): Promise<World> {
   const app = await startTestApp(t, { SAML_TRUSTED_IDP_METADATA: SAMPLE.metadataFile, SAML_SP_ACCEPTED_RECIPIENTS: SAMPLE.recipient, ...overrides }, databaseServer ? { databaseServer } : {});
-  const created = async (method: 'POST' | 'PUT', url: string, body: unknown) => {
-    const response = await app.call(method, url, body);
-    if (response.statusCode !== 201) throw new Error(`${method} ${url}: ${response.statusCode} ${response.body}`);
-    return response.json();
-  };
-  const domainId = (await created('POST', '/v3/domains', { domain: { name: 'k2k-users' } })).domain.id as string;
-  const groupId = (await created('POST', '/v3/groups', { group: { name: 'federated_users', domain_id: domainId } })).group.id as string;
-  const projectId = (await created('POST', '/v3/projects', { project: { name: 'k2k-project', domain_id: domainId } })).project.id as string;
-  const roleId = ((await app.call('GET', '/v3/roles?name=member')).json().roles[0]?.id as string | undefined) ?? (await created('POST', '/v3/roles', { role: { name: 'member' } })).role.id;
-  t.equal((await app.call('PUT', `/v3/projects/${projectId}/groups/${groupId}/roles/${roleId}`)).statusCode, 204);
-  await created('PUT', `${FED}/identity_providers/keystone-idp`, { identity_provider: { remote_ids: remoteIds, enabled: true, domain_id: domainId } });
-  await created('PUT', `${FED}/mappings/k2k-mapping`, { mapping: { rules: K2K_RULES(domainId) } });
-  // No remote_id_attribute: SAML_REMOTE_ID_ATTRIBUTE (Shib-Identity-Provider) applies, as Keystone's [saml2] one.
-  await created('PUT', `${FED}/identity_providers/keystone-idp/protocols/saml2`, { protocol: { mapping_id: 'k2k-mapping' } });
+  const { domainId, projectId } = await setUpK2kProvider(app, { prefix: 'k2k', idpId: 'keystone-idp', remoteIds });
   // The samples were issued at 11:57:08 on 2026-11-22 and expire an hour later.
   app.clock.set(SAMPLE.now);
   return { app, domainId, projectId };

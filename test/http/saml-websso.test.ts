@@ -14,7 +14,7 @@ import { BINDING_HTTP_REDIRECT, REDIRECT_SIG_ALG } from '../../src/federation/sa
 import { samlStateCookie } from '../../src/http/routes/saml-websso.ts';
 import { PUBLIC_URL, startTestApp, type TestApp } from '../helpers/app.ts';
 import { HeadlessBrowser, type BrowserResponse } from '../helpers/browser.ts';
-import { makeIdp, type TestIdp } from '../federation/saml/saml-sp-helpers.ts';
+import { makeIdp, setUpK2kProvider, type TestIdp } from '../federation/saml/saml-sp-helpers.ts';
 import { makeKeyPair } from '../federation/saml/saml-test-helpers.ts';
 
 const FED = '/v3/OS-FEDERATION';
@@ -28,14 +28,6 @@ const DASHBOARD = 'https://horizon.example.org/dashboard/auth/websso/';
 const SP_ENTITY = 'https://keystone.test/shibboleth-sp';
 const NS_PROTOCOL = 'urn:oasis:names:tc:SAML:2.0:protocol';
 const NS_ASSERTION = 'urn:oasis:names:tc:SAML:2.0:assertion';
-
-/** Keystone's K2K mapping: the user by name, the federated_users group. */
-const RULES = (domainId: string) => [
-  {
-    local: [{ user: { name: '{0}' } }, { group: { name: 'federated_users', domain: { id: domainId } } }],
-    remote: [{ type: 'openstack_user' }, { type: 'openstack_user_domain', any_one_of: ['Default'] }],
-  },
-];
 
 interface World {
   app: TestApp;
@@ -80,19 +72,7 @@ async function world(t: Test, options: WorldOptions = {}): Promise<World> {
       .filter((entry) => entry.msg === 'audit' && entry.notification?.event_type === 'identity.authenticate' && entry.notification.payload.outcome === 'failure');
     return String(failures.at(-1)?.notification.payload.reason?.reasonType ?? 'no failure audited');
   };
-  const created = async (method: 'POST' | 'PUT', url: string, body: unknown) => {
-    const response = await app.call(method, url, body);
-    if (response.statusCode !== 201) throw new Error(`${method} ${url}: ${response.statusCode} ${response.body}`);
-    return response.json();
-  };
-  const domainId = (await created('POST', '/v3/domains', { domain: { name: 'saml-users' } })).domain.id as string;
-  const groupId = (await created('POST', '/v3/groups', { group: { name: 'federated_users', domain_id: domainId } })).group.id as string;
-  const projectId = (await created('POST', '/v3/projects', { project: { name: 'saml-project', domain_id: domainId } })).project.id as string;
-  const roleId = ((await app.call('GET', '/v3/roles?name=member')).json().roles[0]?.id as string | undefined) ?? (await created('POST', '/v3/roles', { role: { name: 'member' } })).role.id;
-  if ((await app.call('PUT', `/v3/projects/${projectId}/groups/${groupId}/roles/${roleId}`)).statusCode !== 204) throw new Error('grant');
-  await created('PUT', `${FED}/identity_providers/saml-idp`, { identity_provider: { remote_ids: [IDP_ENTITY], enabled: true, domain_id: domainId } });
-  await created('PUT', `${FED}/mappings/saml-mapping`, { mapping: { rules: RULES(domainId) } });
-  await created('PUT', `${FED}/identity_providers/saml-idp/protocols/saml2`, { protocol: { mapping_id: 'saml-mapping' } });
+  const { domainId, projectId } = await setUpK2kProvider(app, { prefix: 'saml', idpId: 'saml-idp', remoteIds: [IDP_ENTITY] });
   return { app, idp, domainId, projectId, spCertificate: sp ? fs.readFileSync(sp.certFile, 'utf8') : undefined, lastReason };
 }
 

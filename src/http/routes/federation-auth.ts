@@ -8,6 +8,7 @@ import type { App, IdentityApi } from '../context.ts';
 import { renderToken } from '../render.ts';
 import { MOUNT_PREFIX } from '../links.ts';
 import { TokenBody, params } from '../schemas.ts';
+import { parseCookies } from './websso.ts';
 
 const LOGIN_PATH = '/v3/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/auth';
 const LoginParams = params('idp_id', 'protocol_id');
@@ -34,6 +35,7 @@ export function registerFederationAuthRoutes(app: App, api: IdentityApi): void {
         contentType: request.headers['content-type'],
         body: request.body,
         endpointUrl: loginUrl(api, request, identityProvider.id, protocol.id),
+        cookies: parseCookies(request.headers.cookie),
       });
       const { user, federation } = await api.federatedLogin.login(identityProvider, protocol, assertion);
       token = await api.tokens.issueFederated({ user, protocolId: protocol.id, ...(federation ? { federation } : {}) });

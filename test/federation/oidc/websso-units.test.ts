@@ -73,6 +73,11 @@ t.test('sealed state: any node with the same key opens it; a changed byte, anoth
   t.equal(new WebSsoStateSealer(Buffer.from('another deployment')).open(sealed), undefined, 'another key');
   for (const garbage of ['', 'AAAA', 'not base64!', sealed.slice(0, 30), 'x'.repeat(9000)]) t.equal(nodeA.open(garbage), undefined, `garbage ${garbage.slice(0, 12)}`);
   t.throws(() => new WebSsoStateSealer(Buffer.alloc(0)));
+  // Another purpose (the SAML ECP session) opens only its own values.
+  const session = nodeA.sealFor('keystone-gateway saml ecp session v1', Buffer.from('{"sid":"s","expiresAt":1}'));
+  t.equal(nodeB.openFor('keystone-gateway saml ecp session v1', session)?.toString(), '{"sid":"s","expiresAt":1}', 'its own purpose opens it');
+  t.equal(nodeA.open(session), undefined, 'a value of another purpose is no login state, even when it parses as one');
+  t.equal(nodeA.openFor('keystone-gateway saml ecp session v1', sealed), undefined, 'a login state is no value of another purpose');
 });
 
 t.test('memory replay cache: once per state within its lifetime, bounded', async (t) => {

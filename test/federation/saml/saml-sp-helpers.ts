@@ -8,6 +8,7 @@ import { signedEcpEnvelope, signedResponse, type AssertionRequest } from '../../
 import { idpMetadata } from '../../../src/federation/saml/metadata.ts';
 import { loadSigningKeys, type SamlSigningKeys } from '../../../src/federation/saml/signing-keys.ts';
 import { loadConfig } from '../../../src/config.ts';
+import type { TestApp } from '../../helpers/app.ts';
 import { K2K_SAMPLES, makeKeyPair } from './saml-test-helpers.ts';
 
 /** The samples' identity provider, service provider URL and times. */
@@ -83,4 +84,36 @@ export function signElement(xml: string, id: string, keys: SamlSigningKeys, loca
 /** Removes every ds:Signature element (whatever its prefix). */
 export function stripSignatures(xml: string): string {
   return xml.replace(/<(\w+:)?Signature[\s>][\s\S]*?<\/\1?Signature>/g, '');
+}
+
+/** Keystone's K2K mapping (its federation guide): the user by name, the federated_users group of `domainId`. */
+export const K2K_RULES = (domainId: string) => [
+  {
+    local: [{ user: { name: '{0}' } }, { group: { name: 'federated_users', domain: { id: domainId } } }],
+    remote: [{ type: 'openstack_user' }, { type: 'openstack_user_domain', any_one_of: ['Default'] }],
+  },
+];
+
+/**
+ * Keystone's K2K setup at a service provider, through the API: a domain `<prefix>-users` whose
+ * federated_users group has the member role on project `<prefix>-project`; the identity provider
+ * `idpId` in that domain naming `remoteIds`; mapping `<prefix>-mapping` (K2K_RULES) as its saml2 protocol.
+ */
+export async function setUpK2kProvider(app: TestApp, options: { prefix: string; idpId: string; remoteIds: string[] }): Promise<{ domainId: string; projectId: string }> {
+  const created = async (method: 'POST' | 'PUT', url: string, body: unknown) => {
+    const response = await app.call(method, url, body);
+    if (response.statusCode !== 201) throw new Error(`${method} ${url}: ${response.statusCode} ${response.body}`);
+    return response.json();
+  };
+  const FED = '/v3/OS-FEDERATION';
+  const domainId = (await created('POST', '/v3/domains', { domain: { name: `${options.prefix}-users` } })).domain.id as string;
+  const groupId = (await created('POST', '/v3/groups', { group: { name: 'federated_users', domain_id: domainId } })).group.id as string;
+  const projectId = (await created('POST', '/v3/projects', { project: { name: `${options.prefix}-project`, domain_id: domainId } })).project.id as string;
+  const roleId = ((await app.call('GET', '/v3/roles?name=member')).json().roles[0]?.id as string | undefined) ?? (await created('POST', '/v3/roles', { role: { name: 'member' } })).role.id;
+  const granted = await app.call('PUT', `/v3/projects/${projectId}/groups/${groupId}/roles/${roleId}`);
+  if (granted.statusCode !== 204) throw new Error(`grant: ${granted.statusCode} ${granted.body}`);
+  await created('PUT', `${FED}/identity_providers/${options.idpId}`, { identity_provider: { remote_ids: options.remoteIds, enabled: true, domain_id: domainId } });
+  await created('PUT', `${FED}/mappings/${options.prefix}-mapping`, { mapping: { rules: K2K_RULES(domainId) } });
+  await created('PUT', `${FED}/identity_providers/${options.idpId}/protocols/saml2`, { protocol: { mapping_id: `${options.prefix}-mapping` } });
+  return { domainId, projectId };
 }

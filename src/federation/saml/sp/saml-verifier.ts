@@ -79,6 +79,26 @@ function is(element: Element, namespace: string, localName: string): boolean {
   return element.namespaceURI === namespace && element.localName === localName;
 }
 
+/** A posted SAML message and where it was posted. */
+export interface SamlMessage {
+  contentType?: string | undefined;
+  body?: unknown;
+  /** The public URL it was posted to: what its Destination and Recipient must name. */
+  endpointUrl: string;
+  /** The AuthnRequest ID it must answer (websso); undefined: an unsolicited response. */
+  inResponseTo?: string | undefined;
+}
+
+/** A verified SAML message. */
+export interface VerifiedSamlLogin {
+  /** What Shibboleth would put in Keystone's environment. */
+  assertion: Assertion;
+  /** The issuer, verified: the entity id of the trusted metadata whose key signed it. */
+  issuer: string;
+  /** When the assertion stops being valid (ms since the epoch; the earliest of its NotOnOrAfters). */
+  expiresAt: number;
+}
+
 /** What the signature covers, once verified. */
 interface VerifiedMessage {
   /** The signed Assertion, parsed from the verified Reference's XML. */
@@ -111,7 +131,23 @@ export class SamlAssertionVerifier implements AssertionVerifier {
   async verify(request: AssertionRequest): Promise<Assertion | undefined> {
     if (!this.handles(request.protocol.id)) return undefined;
     if (!request.endpointUrl) throw refused('the login URL is unknown');
-    const xml = messageOf(request);
+    const provider = request.identityProvider;
+    const message = { contentType: request.contentType, body: request.body, endpointUrl: request.endpointUrl, inResponseTo: request.inResponseTo };
+    const verified = await this.verifyMessage(message, (claimedIssuer) => {
+      if (provider.remoteIds.length === 0) throw refused(`identity provider ${provider.id} has no remote_ids: a SAML assertion cannot be attributed to it`);
+      if (!provider.remoteIds.includes(claimedIssuer)) throw new ForbiddenError(ISSUER_NOT_ACCEPTED);
+    });
+    return verified.assertion;
+  }
+
+  /**
+   * A posted SAML message verified as the module's header says, addressed to `endpointUrl`;
+   * `acceptIssuer` sees the issuer as claimed before anything else is done with it (throws to
+   * refuse). Returns what Shibboleth would put in the environment, the issuer, and when the
+   * assertion stops being valid (ms).
+   */
+  async verifyMessage(message: SamlMessage, acceptIssuer: (claimedIssuer: string) => void): Promise<VerifiedSamlLogin> {
+    const xml = messageOf(message);
     let document: Document;
     try {
       document = parseUntrustedXml(xml);
@@ -121,14 +157,12 @@ export class SamlAssertionVerifier implements AssertionVerifier {
     }
     const response = responseOf(document);
     const assertion = this.theAssertion(document, response);
-    const provider = request.identityProvider;
 
     // The issuer as claimed (not yet verified) picks the metadata whose keys must have signed it.
     const claimedIssuer = issuerOf(assertion);
     const responseIssuer = onlyChild(response, NS.assertion, 'Issuer');
     if (responseIssuer && textOf(responseIssuer) !== claimedIssuer) throw refused('the Response and the Assertion name different issuers');
-    if (provider.remoteIds.length === 0) throw refused(`identity provider ${provider.id} has no remote_ids: a SAML assertion cannot be attributed to it`);
-    if (!provider.remoteIds.includes(claimedIssuer)) throw new ForbiddenError(ISSUER_NOT_ACCEPTED);
+    acceptIssuer(claimedIssuer);
     const { entity, incomplete } = await this.options.metadata.entity(claimedIssuer);
     if (!entity) {
       if (incomplete) throw new UnavailableError(METADATA_UNAVAILABLE, 5);
@@ -139,25 +173,17 @@ export class SamlAssertionVerifier implements AssertionVerifier {
     const signed = verified.assertion;
     // Everything from here on is read from the signed XML.
     if (issuerOf(signed) !== entity.entityId) throw refused('the signed issuer is not the one whose key verified the signature');
-    const recipients = this.recipients(request.endpointUrl);
+    const recipients = this.recipients(message.endpointUrl);
     const now = this.options.clock.now();
     const skew = this.settings.clockSkewSeconds * 1000;
-    this.checkResponse(verified.response ?? response, recipients, now, skew, request.inResponseTo);
-    const expiresAt = this.checkAssertion(signed, recipients, now, skew, request.inResponseTo);
+    this.checkResponse(verified.response ?? response, recipients, now, skew, message.inResponseTo);
+    const expiresAt = this.checkAssertion(signed, recipients, now, skew, message.inResponseTo);
 
     const id = signed.getAttribute('ID') as string;
-    let first: boolean;
-    try {
-      first = await this.options.replayCache.claim(replayKey(entity.entityId, id), expiresAt + skew);
-    } catch (error) {
-      if (error instanceof ReplayCacheUnavailableError) {
-        this.options.log?.warn({ cause: error.message }, 'SAML: the replay cache cannot be reached; SAML logins are refused until it can');
-        throw new UnavailableError(REPLAY_CACHE_UNAVAILABLE, 5);
-      }
-      throw error;
+    if (!(await claimOnce(this.options.replayCache, replayKey(entity.entityId, id), expiresAt + skew, this.options.log))) {
+      throw refused(`the assertion ${id} of ${entity.entityId} was already used`);
     }
-    if (!first) throw refused(`the assertion ${id} of ${entity.entityId} was already used`);
-    return assertionOf(signed, entity.entityId);
+    return { assertion: assertionOf(signed, entity.entityId), issuer: entity.entityId, expiresAt };
   }
 
   // ---- structure -------------------------------------------------------------------------------
@@ -320,6 +346,19 @@ export class SamlAssertionVerifier implements AssertionVerifier {
   }
 }
 
+/** Claims a single-use key; the cache out of reach: 503 (a replay could not be told from a first use). */
+export async function claimOnce(cache: ReplayCache, key: string, expiresAt: number, log?: { warn(object: object, message: string): void }): Promise<boolean> {
+  try {
+    return await cache.claim(key, expiresAt);
+  } catch (error) {
+    if (error instanceof ReplayCacheUnavailableError) {
+      log?.warn({ cause: error.message }, 'SAML: the replay cache cannot be reached; SAML logins are refused until it can');
+      throw new UnavailableError(REPLAY_CACHE_UNAVAILABLE, 5);
+    }
+    throw error;
+  }
+}
+
 /** At most one such child (several: refused). */
 function single(parent: Element, namespace: string, localName: string): Element | undefined {
   try {
@@ -352,9 +391,9 @@ function responseOf(document: Document): Element {
 }
 
 /** The posted XML: the body of an XML type, or the form's SAMLResponse (base64). */
-function messageOf(request: AssertionRequest): string {
-  const type = (request.contentType ?? '').split(';')[0]!.trim().toLowerCase();
-  const body = request.body;
+function messageOf(message: SamlMessage): string {
+  const type = (message.contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  const body = message.body;
   if (!Buffer.isBuffer(body) || body.length === 0) throw refused('no SAML response was posted');
   if (SAML_XML_TYPES.includes(type)) return decodeUtf8(body);
   if (type === FORM_TYPE) {
