@@ -53,6 +53,9 @@ const NOT_AUDITED_HERE = new Set([
   'POST /v3/auth/OS-FEDERATION/websso/:protocol_id',
   'POST /v3/auth/OS-FEDERATION/identity_providers/:idp_id/protocols/:protocol_id/websso',
   'POST /v3/auth/OS-FEDERATION/websso/:protocol_id/acs',
+  // Shibboleth's ECP consumer keeps an assertion for the login that follows (sealed in its cookie,
+  // nothing stored); that login is audited, a refused assertion is audited by the route.
+  'POST /Shibboleth.sso/SAML2/ECP',
 ]);
 
 const SINGULAR: Record<string, string> = {

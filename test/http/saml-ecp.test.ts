@@ -2,6 +2,7 @@
 // provider's sp_url: the posted response answers a redirect and a session cookie, and the login URL
 // with that cookie is the login (keystoneauth's K2K plugin, tempest's K2K scenario). Each refusal is
 // Keystone's envelope; a session is used once, only at a login URL, only for a provider naming its issuer.
+import { pino } from 'pino';
 import t, { type Test } from 'tap';
 import { PUBLIC_URL, startListeningTestApp, startTestApp, type TestApp } from '../helpers/app.ts';
 import { makeIdp, setUpK2kProvider, type TestIdp } from '../federation/saml/saml-sp-helpers.ts';
@@ -80,6 +81,28 @@ t.test('POST at the login URL without a body, and the bare response or the form 
   const posted = await consume(w.app, form, 'application/x-www-form-urlencoded');
   t.equal(posted.statusCode, 302, posted.body);
   t.equal((await loginWith(w.app, sessionOf(t, posted.headers['set-cookie']))).statusCode, 201);
+});
+
+t.test('the audit trail: the login is identity.authenticate, the consumer itself writes no event and no warning', async (t) => {
+  const lines: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+  const idp = makeIdp(t, ISSUER, { recipient: `${PUBLIC_URL}${ECP}`, now: () => NOW });
+  const w = await world(t, { idp, app: await startTestApp(t, { SAML_TRUSTED_IDP_METADATA: idp.metadataFile }, { logger }) });
+  lines.length = 0;
+  const consumed = await consume(w.app, w.idp.ecp());
+  t.equal(consumed.statusCode, 302, consumed.body);
+  const entries = () => lines.map((line) => JSON.parse(line));
+  t.notOk(entries().some((entry) => entry.msg === 'a write with no audit event'), 'the consumer is known to the audit table');
+  t.strictSame(entries().filter((entry) => entry.msg === 'audit'), [], 'nothing stored, nothing announced');
+  t.equal((await loginWith(w.app, sessionOf(t, consumed.headers['set-cookie']))).statusCode, 201);
+  t.equal((await consume(w.app, 'not a response')).statusCode, 401);
+  t.match(
+    entries().filter((entry) => entry.msg === 'audit').map((entry) => entry.notification),
+    [
+      { event_type: 'identity.authenticate', payload: { outcome: 'success' } },
+      { event_type: 'identity.authenticate', payload: { outcome: 'failure' } },
+    ],
+  );
 });
 
 t.test("refusals, each Keystone's envelope, never a 500", async (t) => {
