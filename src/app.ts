@@ -44,7 +44,7 @@ import { handleFrameworkError } from './http/errors.ts';
 import { errorEnvelope } from './support/errors.ts';
 import { restoreFastPrimitivePrototypes } from './support/primitive-prototypes.ts';
 import { answerExpectationFailed, markExpectsContinue, onlyContinueExpected } from './http/expect.ts';
-import { MOUNT_PREFIX } from './http/links.ts';
+import { IDENTITY_MOUNT, MOUNT_PREFIX } from './http/links.ts';
 import type { GatewayPolicy } from './policy/gateway-policy.ts';
 import { PolicyReloader } from './policy/policy-reloader.ts';
 import { ShadowPolicy } from './policy/shadow-policy.ts';
@@ -168,7 +168,6 @@ function createCredentialKeySource(config: Config, store: Store, log: FastifyBas
   return new DatabaseFernetKeys(keys, CREDENTIAL_MAX_ACTIVE_KEYS, { reloadIntervalMs: config.keyReloadIntervalMs, notices, log, importFrom: files, provider: 'credential' });
 }
 
-const IDENTITY_MOUNT = '/identity';
 /** IDENTITY_MOUNT as a first segment. */
 const IDENTITY_MOUNT_SEGMENT = IDENTITY_MOUNT.slice(1);
 /** node:http's maxHeadersCount when the server's is null. */
@@ -508,6 +507,7 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       clock,
       protocols: config.samlSp.protocols,
       ttlSeconds: config.websso.stateTtlSeconds,
+      clockSkewSeconds: config.samlSp.clockSkewSeconds,
       log,
     });
     // Federated logins believe only what a verifier checked itself: OIDC bearer tokens, SAML
@@ -665,8 +665,9 @@ export async function buildApplication(config: Config, options: BuildOptions = {
       // Browser single sign-on (websso) as an OIDC relying party.
       oidcWebSso: new OidcWebSso({ websso: config.websso, oidc: config.oidc, directory: oidcProviders, federation, federatedLogin, sealer: webSsoSealer, replays: webSsoReplays, clock, log }),
       // The same for SAML protocols: an AuthnRequest (signed with SAML_KEYFILE when set), the response verified as a SAML login's.
-      samlEcpSessions,
       samlWebSso: new SamlWebSso({ websso: config.websso, samlSp: config.samlSp, metadata: samlMetadata, verifier: samlVerifier, federation, federatedLogin, sealer: webSsoSealer, replays: webSsoReplays, clock, keys: samlKeys }),
+      // Shibboleth's ECP consumer: a verified response kept for the login URL (K2K's sp_url).
+      samlEcpSessions,
       saml: new SamlIdentityProvider({ settings: config.saml, keys: samlKeys, clock, federation, tokens, identity, resources }),
       credentials,
       tokens,

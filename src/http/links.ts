@@ -15,7 +15,10 @@ export function baseUrl(request: FastifyRequest): string {
   return request.publicBase ?? '';
 }
 
-/** Set on a raw request that reached the identity API under a prefix (the gateway's /identity). */
+/** Where the identity API is also served, beside the root (devstack's layout: clients' auth_url ends in /identity/v3). */
+export const IDENTITY_MOUNT = '/identity';
+
+/** Set on a raw request that reached the identity API under a prefix (IDENTITY_MOUNT). */
 export const MOUNT_PREFIX = Symbol('identity API mount prefix');
 
 export function deriveBaseUrl(request: FastifyRequest, configured: string, fixed: boolean): string {

@@ -5,7 +5,8 @@
 import { pino } from 'pino';
 import t, { type Test } from 'tap';
 import { PUBLIC_URL, startListeningTestApp, startTestApp, type TestApp } from '../helpers/app.ts';
-import { makeIdp, setUpK2kProvider, type TestIdp } from '../federation/saml/saml-sp-helpers.ts';
+import { K2K_RULES, makeIdp, setUpK2kProvider, type TestIdp } from '../federation/saml/saml-sp-helpers.ts';
+import { testRedis } from '../helpers/redis.ts';
 
 const FED = '/v3/OS-FEDERATION';
 const ECP = '/Shibboleth.sso/SAML2/ECP';
@@ -54,9 +55,12 @@ t.test('the ECP response answers a redirect and a session; the login URL with it
   const consumed = await consume(w.app, envelope);
   t.equal(consumed.statusCode, 302, consumed.body);
   t.equal(consumed.headers.location, `${PUBLIC_URL}${LOGIN}`, 'to the one login that takes the issuer');
-  const setCookie = String(consumed.headers['set-cookie']);
-  t.match(setCookie, /; Max-Age=(\d+); Path=\/v3\/OS-FEDERATION\/identity_providers\/; HttpOnly; SameSite=Strict$/, 'only for the login URLs, not for scripts');
-  t.ok(Number(/Max-Age=(\d+)/.exec(setCookie)?.[1]) <= 600, 'at most WEBSSO_STATE_TTL_SECONDS');
+  const setCookies = consumed.headers['set-cookie'] as string[];
+  t.equal(setCookies.length, 2, 'one cookie per mount of the identity API');
+  t.match(setCookies[0], /; Max-Age=(\d+); Path=\/v3\/OS-FEDERATION\/identity_providers\/; HttpOnly; SameSite=Strict$/, 'only for the login URLs, not for scripts');
+  t.match(setCookies[1], /; Max-Age=(\d+); Path=\/identity\/v3\/OS-FEDERATION\/identity_providers\/; HttpOnly; SameSite=Strict$/, 'and those under /identity');
+  t.equal(sessionOf(t, setCookies[1]), sessionOf(t, setCookies[0]), 'the same session');
+  t.ok(Number(/Max-Age=(\d+)/.exec(setCookies[0] ?? '')?.[1]) <= 600, 'at most WEBSSO_STATE_TTL_SECONDS');
   t.equal(consumed.headers['cache-control'], 'no-store');
   const session = sessionOf(t, consumed.headers['set-cookie']);
 
@@ -103,6 +107,41 @@ t.test('the audit trail: the login is identity.authenticate, the consumer itself
       { event_type: 'identity.authenticate', payload: { outcome: 'failure' } },
     ],
   );
+});
+
+t.test('a login that fails after the session is claimed (no mapping rule matches) spends it, as a posted assertion', async (t) => {
+  const w = await world(t);
+  const consumed = await consume(w.app, w.idp.ecp({ claims: { user: 'alice', userDomain: 'Elsewhere', roles: ['member'], project: 'demo', projectDomain: 'Default', groups: [] } }));
+  t.equal(consumed.statusCode, 302, consumed.body);
+  const session = sessionOf(t, consumed.headers['set-cookie']);
+  keystoneError(t, await loginWith(w.app, session), 401, 'no rule matches the user domain');
+  const rules = K2K_RULES(w.domainId);
+  rules[0]!.remote[1]!.any_one_of = ['Default', 'Elsewhere'];
+  t.equal((await w.app.call('PATCH', `${FED}/mappings/k2k-mapping`, { mapping: { rules } })).statusCode, 200);
+  keystoneError(t, await loginWith(w.app, session), 401, 'the mapping now matches, but the session was spent');
+  const again = await consume(w.app, w.idp.ecp({ claims: { user: 'alice', userDomain: 'Elsewhere', roles: ['member'], project: 'demo', projectDomain: 'Default', groups: [] } }));
+  t.equal((await loginWith(w.app, sessionOf(t, again.headers['set-cookie']))).statusCode, 201, 'a new exchange logs in');
+});
+
+t.test('an assertion let in only by the clock skew is refused at the consumer, not turned into a dead session', async (t) => {
+  const w = await world(t);
+  // NotOnOrAfter 30 s ago: within SAML_CLOCK_SKEW_SECONDS (60).
+  keystoneError(t, await consume(w.app, w.idp.ecp({ now: NOW - 3_630_000, expiresIn: 3600 })), 401, 'expired');
+});
+
+t.test('with Redis, a used session stays claimed past its expiry by SAML_CLOCK_SKEW_SECONDS (nodes whose clocks lag)', async (t) => {
+  const shared = await testRedis(t);
+  if (!shared) return t.plan(0, 'no Redis at 127.0.0.1:6379');
+  const idp = makeIdp(t, ISSUER, { recipient: `${PUBLIC_URL}${ECP}`, now: () => NOW });
+  const settings = { SAML_TRUSTED_IDP_METADATA: idp.metadataFile, REDIS_URL: 'redis://127.0.0.1:6379', SAML_REPLAY_KEY_PREFIX: shared.prefix, REDIS_EVENTS_CHANNEL: `${shared.prefix}events`, SAML_CLOCK_SKEW_SECONDS: '120' };
+  const w = await world(t, { idp, app: await startTestApp(t, settings) });
+  const consumed = await consume(w.app, w.idp.ecp());
+  const maxAge = Number(/Max-Age=(\d+)/.exec(String(consumed.headers['set-cookie']))?.[1]);
+  t.equal((await loginWith(w.app, sessionOf(t, consumed.headers['set-cookie']))).statusCode, 201);
+  const [key] = await shared.redis.keys(`${shared.prefix}saml-ecp-session:*`);
+  t.ok(key, 'the session is claimed in Redis');
+  const ttl = await shared.redis.pttl(key!);
+  t.ok(ttl > (maxAge + 120 - 5) * 1000 && ttl <= (maxAge + 120) * 1000, `claimed for the session's life and the skew (${ttl} ms, Max-Age ${maxAge} s)`);
 });
 
 t.test("refusals, each Keystone's envelope, never a 500", async (t) => {
@@ -156,13 +195,15 @@ t.test('over HTTP, at the root and under /identity: the identity API answers, no
   const idp = makeIdp(t, ISSUER, { recipient: 'set per response', now: () => NOW });
   const { testApp, base } = await startListeningTestApp(t, (base) => ({ PUBLIC_URL: base, SAML_TRUSTED_IDP_METADATA: idp.metadataFile }));
   await world(t, { app: testApp, idp });
-  for (const mount of ['', '/identity']) {
+  // Shibboleth's URL is at the host's root wherever the client's auth_url is (tempest on devstack:
+  // sp_url at the root, auth_url under /identity), and a cookie jar sends a cookie only under its Path.
+  for (const [mount, loginMount] of [['', ''], ['/identity', '/identity'], ['', '/identity'], ['/identity', '']]) {
     const consumed = await fetch(`${base}${mount}${ECP}`, { method: 'POST', headers: { 'content-type': PAOS }, body: idp.ecp({ recipient: `${base}${mount}${ECP}` }), redirect: 'manual' });
     t.equal(consumed.status, 302, `${mount || '/'}: ${await consumed.text()}`);
     t.equal(consumed.headers.get('location'), `${base}${mount}${LOGIN}`);
-    const setCookie = consumed.headers.get('set-cookie');
-    t.match(setCookie, `; Path=${mount}/v3/OS-FEDERATION/identity_providers/;`, 'the cookie goes to the login URLs of this mount');
-    const login = await fetch(`${base}${mount}${LOGIN}`, { headers: { cookie: `${COOKIE}=${sessionOf(t, setCookie)}` } });
+    const forLogin = consumed.headers.getSetCookie().find((cookie) => cookie.includes(`; Path=${loginMount}/v3/OS-FEDERATION/identity_providers/;`));
+    t.ok(forLogin, `posted at ${mount || '/'}: a cookie for the login URLs under ${loginMount || '/'}`);
+    const login = await fetch(`${base}${loginMount}${LOGIN}`, { headers: { cookie: `${COOKIE}=${sessionOf(t, forLogin)}` } });
     t.equal(login.status, 201, await login.text());
     t.ok(login.headers.get('x-subject-token'));
   }

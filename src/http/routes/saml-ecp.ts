@@ -3,7 +3,7 @@ import { ECP_CONSUMER_PATH, ECP_SESSION_COOKIE } from '../../federation/saml/sp/
 import { auditAuthenticationFailure } from '../../token/authentication-audit.ts';
 import { auditInitiator } from '../audit.ts';
 import type { App, IdentityApi } from '../context.ts';
-import { MOUNT_PREFIX } from '../links.ts';
+import { IDENTITY_MOUNT, MOUNT_PREFIX } from '../links.ts';
 
 /**
  * POST /Shibboleth.sso/SAML2/ECP: Shibboleth's ECP assertion consumer, where Keystone's K2K guide
@@ -24,10 +24,17 @@ export function registerSamlEcpRoutes(app: App, api: IdentityApi): void {
       const next = session.login
         ? `${base}/v3/OS-FEDERATION/identity_providers/${encodeURIComponent(session.login.idpId)}/protocols/${encodeURIComponent(session.login.protocolId)}/auth`
         : `${base}/`;
-      // Sent back only to the login URLs, never readable by scripts; no browser runs ECP.
-      const cookie = [`${ECP_SESSION_COOKIE}=${session.cookieValue}`, `Max-Age=${session.maxAgeSeconds}`, `Path=${new URL(base).pathname.replace(/\/$/, '')}/v3/OS-FEDERATION/identity_providers/`, 'HttpOnly', 'SameSite=Strict'];
-      if (base.startsWith('https:')) cookie.push('Secure');
-      return reply.code(302).header('Location', next).header('Set-Cookie', cookie.join('; ')).header('Cache-Control', 'no-store').send();
+      // Sent back only to the login URLs, never readable by scripts (no browser runs ECP), and never
+      // to the services behind the gateway. Both mounts: Shibboleth's URL is at the host's root
+      // wherever the client's auth_url is (devstack's is under /identity), and keystoneauth calls its
+      // own login URL, not the Location.
+      const root = new URL(api.config.publicUrl).pathname.replace(/\/$/, '');
+      const cookies = [root, `${root}${IDENTITY_MOUNT}`].map((mount) => {
+        const cookie = [`${ECP_SESSION_COOKIE}=${session.cookieValue}`, `Max-Age=${session.maxAgeSeconds}`, `Path=${mount}/v3/OS-FEDERATION/identity_providers/`, 'HttpOnly', 'SameSite=Strict'];
+        if (base.startsWith('https:')) cookie.push('Secure');
+        return cookie.join('; ');
+      });
+      return reply.code(302).header('Location', next).header('Set-Cookie', cookies).header('Cache-Control', 'no-store').send();
     } catch (error) {
       auditAuthenticationFailure(api.audit, initiator, error);
       throw error;

@@ -8,8 +8,8 @@
 //   session: what Shibboleth would put in the environment, its issuer and an expiry, sealed with
 //   AES-GCM (the websso key, its own purpose) in a cookie limited to the federation login paths;
 // - the login URL (GET, or POST without a body) with that cookie is a login with that assertion: the
-//   issuer must be one of the URL's identity provider's remote ids (else 403, as a posted response),
-//   and the session is used once (Shibboleth's session could be reused until it expires: one login
+//   issuer must be one of the URL's identity provider's remote ids (else 403, and the session stays
+//   usable), and the session is used once, claimed before the mapping runs (Shibboleth's session could be reused until it expires: one login
 //   per assertion here), within the assertion's validity and at most WEBSSO_STATE_TTL_SECONDS.
 // No provider is named at the consumer, as with Shibboleth: the provider and its mapping are the
 // login URL's.
@@ -51,6 +51,8 @@ export interface SamlEcpSessionDependencies {
   protocols: readonly string[];
   /** The longest a session lives (WEBSSO_STATE_TTL_SECONDS), however long the assertion is valid. */
   ttlSeconds: number;
+  /** SAML_CLOCK_SKEW_SECONDS: a used session stays claimed this much past its expiry, for nodes whose clocks lag. */
+  clockSkewSeconds: number;
   log?: { warn(object: object, message: string): void };
 }
 
@@ -80,8 +82,10 @@ export class SamlEcpSessions implements AssertionVerifier {
       assertion: verified.assertion,
       expiresAt: Math.min(verified.expiresAt, now + this.deps.ttlSeconds * 1000),
     };
+    // An assertion let in by the clock skew alone would make a session dead on arrival.
+    if (session.expiresAt <= now) throw refused('the assertion has expired');
     const cookieValue = this.deps.sealer.sealFor(PURPOSE, deflateRawSync(Buffer.from(JSON.stringify(session), 'utf8')));
-    if (cookieValue.length > MAX_SEALED_CHARS) throw refused(`the assertion is too large for a session (${cookieValue.length} characters sealed, at most ${MAX_SEALED_CHARS}): post it to the login URL instead`);
+    if (cookieValue.length > MAX_SEALED_CHARS) throw refused(`the assertion is too large for a session (${cookieValue.length} characters sealed, at most ${MAX_SEALED_CHARS})`);
     const login = await this.onlyLoginFor(verified.issuer);
     return { cookieValue, maxAgeSeconds: Math.max(1, Math.ceil((session.expiresAt - now) / 1000)), ...(login ? { login } : {}) };
   }
@@ -99,7 +103,9 @@ export class SamlEcpSessions implements AssertionVerifier {
     if (!session) throw refused('the session cookie does not open (forged, changed, or of another deployment)');
     if (session.expiresAt <= this.deps.clock.now()) throw refused('the session has expired');
     if (!request.identityProvider.remoteIds.includes(session.issuer)) throw new ForbiddenError(ISSUER_NOT_ACCEPTED);
-    if (!(await claimOnce(this.deps.replays, `saml-ecp-session:${session.sid}`, session.expiresAt, this.deps.log))) throw refused('the session was already used');
+    // Claimed before the mapping and the token, as a posted assertion is: a login that fails after this spends the session.
+    const claimedUntil = session.expiresAt + this.deps.clockSkewSeconds * 1000;
+    if (!(await claimOnce(this.deps.replays, `saml-ecp-session:${session.sid}`, claimedUntil, this.deps.log))) throw refused('the session was already used');
     return session.assertion;
   }
 
@@ -114,16 +120,25 @@ export class SamlEcpSessions implements AssertionVerifier {
     }
   }
 
-  /** The enabled provider naming the issuer, when there is exactly one and it has exactly one SAML protocol. */
+  /**
+   * The enabled provider naming the issuer, when there is exactly one and it has exactly one SAML
+   * protocol. Only a hint for the redirect (keystoneauth calls its own login URL): when the providers
+   * cannot be read, the redirect goes to the root rather than the verified response being lost.
+   */
   private async onlyLoginFor(issuer: string): Promise<{ idpId: string; protocolId: string } | undefined> {
-    const logins: Array<{ idpId: string; protocolId: string }> = [];
-    for (const identityProvider of await this.deps.federation.listIdentityProviders({ enabled: true })) {
-      if (!identityProvider.enabled || !identityProvider.remoteIds.includes(issuer)) continue;
-      for (const protocol of await this.deps.federation.listProtocols(identityProvider.id)) {
-        if (this.protocols.has(protocol.id)) logins.push({ idpId: identityProvider.id, protocolId: protocol.id });
+    try {
+      const logins: Array<{ idpId: string; protocolId: string }> = [];
+      for (const identityProvider of await this.deps.federation.listIdentityProviders({ enabled: true })) {
+        if (!identityProvider.enabled || !identityProvider.remoteIds.includes(issuer)) continue;
+        for (const protocol of await this.deps.federation.listProtocols(identityProvider.id)) {
+          if (this.protocols.has(protocol.id)) logins.push({ idpId: identityProvider.id, protocolId: protocol.id });
+        }
       }
+      return logins.length === 1 ? logins[0] : undefined;
+    } catch (error) {
+      this.deps.log?.warn({ err: error }, 'SAML ECP: the identity providers could not be read; the redirect goes to the root');
+      return undefined;
     }
-    return logins.length === 1 ? logins[0] : undefined;
   }
 }
 
