@@ -16,6 +16,11 @@ const MAX_TAGS = 80;
 export type Domain = ProjectRow;
 export type Project = ProjectRow;
 
+/** Project ids nested as a hierarchy (Keystone's `parents_as_ids` and `subtree_as_ids`). */
+export interface ProjectIdTree {
+  [id: string]: ProjectIdTree | null;
+}
+
 export interface DomainInput {
   id?: string | undefined;
   name: string;
@@ -205,6 +210,33 @@ export class ResourceService {
 
   descendants(projectId: string): Promise<Project[]> {
     return this.projects.descendants(this.store.reader(), projectId);
+  }
+
+  /**
+   * Keystone's `parents_as_ids`: the ancestors' ids nested up to the domain, `{parent: {domain: null}}`;
+   * null for a project without a parent (a domain).
+   */
+  async parentIds(project: Project): Promise<ProjectIdTree | null> {
+    let tree: ProjectIdTree | null = null;
+    // Nearest first: the domain ends the chain, so it is the innermost key.
+    for (const ancestor of (await this.ancestors(project)).reverse()) tree = Object.fromEntries([[ancestor.id, tree]]);
+    return tree;
+  }
+
+  /** Keystone's `subtree_as_ids`: the descendants' ids nested by parent, a leaf's value null; null without children. */
+  async subtreeIds(projectId: string): Promise<ProjectIdTree | null> {
+    const childrenOf = new Map<string, Project[]>();
+    for (const project of await this.descendants(projectId)) {
+      const siblings = childrenOf.get(project.parentId!) ?? [];
+      siblings.push(project);
+      childrenOf.set(project.parentId!, siblings);
+    }
+    const below = (id: string): ProjectIdTree | null => {
+      const children = childrenOf.get(id);
+      // fromEntries: an id such as `__proto__` (an explicit domain id) stays a key, not a prototype.
+      return children ? Object.fromEntries(children.map((child) => [child.id, below(child.id)])) : null;
+    };
+    return below(projectId);
   }
 
   async createProject(input: ProjectInput): Promise<Project> {

@@ -1,14 +1,16 @@
 import { Type, type Static } from 'typebox';
-import type { ProjectFilter } from '../../resource/resource-service.ts';
+import type { FastifyRequest } from 'fastify';
+import type { Limit } from '../../limit/limit-service.ts';
+import type { Project, ProjectFilter } from '../../resource/resource-service.ts';
 import type { TokenContext } from '../../token/token-service.ts';
-import { NotFoundError } from '../../support/errors.ts';
+import { NotFoundError, ValidationError } from '../../support/errors.ts';
 import { authorize, caller, defaultDomainOf, extraAttributes, noContent, type App, type IdentityApi } from '../context.ts';
 import { sentField } from '../decision-order.ts';
 import { baseUrl } from '../links.ts';
 import { sendList } from '../list-stream.ts';
 import { listingTarget, projectTarget } from '../targets.ts';
-import { booleanFilter, listParameter, matchParameters, querySchema, stringMatches, stringParameter } from '../query.ts';
-import { renderProject } from '../render.ts';
+import { booleanFilter, listParameter, matchParameters, presenceFlag, querySchema, stringMatches, stringParameter } from '../query.ts';
+import { renderLimit, renderProject } from '../render.ts';
 import { ProjectCreate, ProjectEntity, ProjectUpdate, TagsBody, many, one, params } from '../schemas.ts';
 
 const PROJECT_FIELDS = ['id', 'name', 'domain_id', 'parent_id', 'is_domain', 'description', 'enabled', 'tags', 'options', 'explicit_domain_id', 'links'] as const;
@@ -46,6 +48,51 @@ function projectFilter(query: Static<typeof ProjectListQuery>, auth: TokenContex
   };
 }
 
+const ProjectShowQuery = querySchema('parents_as_list', 'parents_as_ids', 'subtree_as_list', 'subtree_as_ids', 'include_limits');
+
+/**
+ * GET /v3/projects/{id}'s hierarchy flags, as Keystone's _expand_project_ref: the ids above or below
+ * as nested objects (`_as_ids`), or the projects themselves (`_as_list`), only those the caller
+ * holds a role on, each with its limits when `include_limits` is asked.
+ */
+async function hierarchyOf(api: IdentityApi, request: FastifyRequest, auth: TokenContext, project: Project, query: Static<typeof ProjectShowQuery>) {
+  const flags = {
+    parentsAsList: presenceFlag(query.parents_as_list),
+    parentsAsIds: presenceFlag(query.parents_as_ids),
+    subtreeAsList: presenceFlag(query.subtree_as_list),
+    subtreeAsIds: presenceFlag(query.subtree_as_ids),
+  };
+  if (flags.parentsAsList && flags.parentsAsIds) throw new ValidationError('Cannot use parents_as_list and parents_as_ids query params at the same time.');
+  if (flags.subtreeAsList && flags.subtreeAsIds) throw new ValidationError('Cannot use subtree_as_list and subtree_as_ids query params at the same time.');
+  const expanded: { parents?: unknown; subtree?: unknown } = {};
+  if (flags.parentsAsIds) expanded.parents = await api.resources.parentIds(project);
+  if (flags.subtreeAsIds) expanded.subtree = await api.resources.subtreeIds(project.id);
+  if (flags.parentsAsList || flags.subtreeAsList) {
+    const held = new Set(await api.assignments.targetsOfUser(auth.user.id, 'project'));
+    const includeLimits = presenceFlag(query.include_limits);
+    const listed = async (projects: Project[]) =>
+      Promise.all(
+        projects
+          .filter((row) => held.has(row.id))
+          .map(async (row) => ({
+            project: {
+              ...renderProject(request, row),
+              ...(includeLimits ? { limits: (await api.limits.listLimits({ projectId: row.id }, { type: 'system' })).map((limit) => limitAsStored(request, limit)) } : {}),
+            },
+          })),
+      );
+    if (flags.parentsAsList) expanded.parents = await listed(await api.resources.ancestors(project));
+    if (flags.subtreeAsList) expanded.subtree = await listed(await api.resources.descendants(project.id));
+  }
+  return expanded;
+}
+
+/** A limit as Keystone's driver gives it, which is how _include_limits adds it: no links. */
+function limitAsStored(request: FastifyRequest, limit: Limit) {
+  const { links: _links, ...stored } = renderLimit(request, limit);
+  return stored;
+}
+
 const TagsResponse = Type.Object({ tags: Type.Array(Type.String()), links: Type.Object({ self: Type.String() }) });
 
 export function registerProjectRoutes(app: App, api: IdentityApi): void {
@@ -76,9 +123,10 @@ export function registerProjectRoutes(app: App, api: IdentityApi): void {
     return { project: renderProject(request, project) };
   });
 
-  app.get('/v3/projects/:project_id', { schema: { params: Params, response: { 200: one('project', ProjectEntity) } } }, async (request) => {
-    authorize(api, request, 'identity:get_project', { project: await projectTarget(api, request.params.project_id) });
-    return { project: renderProject(request, await api.resources.getProject(request.params.project_id)) };
+  app.get('/v3/projects/:project_id', { schema: { params: Params, querystring: ProjectShowQuery, response: { 200: one('project', ProjectEntity) } } }, async (request) => {
+    const auth = authorize(api, request, 'identity:get_project', { project: await projectTarget(api, request.params.project_id) });
+    const project = await api.resources.getProject(request.params.project_id);
+    return { project: { ...renderProject(request, project), ...(await hierarchyOf(api, request, auth, project, request.query)) } };
   });
 
   app.patch('/v3/projects/:project_id', { schema: { params: Params, body: ProjectUpdate, response: { 200: one('project', ProjectEntity) } } },
