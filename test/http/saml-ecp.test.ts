@@ -144,6 +144,20 @@ t.test('with Redis, a used session stays claimed past its expiry by SAML_CLOCK_S
   t.ok(ttl > (maxAge + 120 - 5) * 1000 && ttl <= (maxAge + 120) * 1000, `claimed for the session's life and the skew (${ttl} ms, Max-Age ${maxAge} s)`);
 });
 
+t.test('an https PUBLIC_URL with a path: the cookies are Secure, under that path and its /identity mount', async (t) => {
+  const base = 'https://sso.example.org/keystone';
+  const idp = makeIdp(t, ISSUER, { recipient: `${base}${ECP}`, now: () => NOW });
+  const w = await world(t, { idp, app: await startTestApp(t, { PUBLIC_URL: base, SAML_TRUSTED_IDP_METADATA: idp.metadataFile }) });
+  const consumed = await consume(w.app, w.idp.ecp());
+  t.equal(consumed.statusCode, 302, consumed.body);
+  t.equal(consumed.headers.location, `${base}${LOGIN}`);
+  const paths = (consumed.headers['set-cookie'] as string[]).map((cookie) => {
+    t.match(cookie, /; HttpOnly; SameSite=Strict; Secure$/, 'Secure over https');
+    return /; Path=([^;]+);/.exec(cookie)?.[1];
+  });
+  t.strictSame(paths, ['/keystone/v3/OS-FEDERATION/identity_providers/', '/keystone/identity/v3/OS-FEDERATION/identity_providers/']);
+});
+
 t.test("refusals, each Keystone's envelope, never a 500", async (t) => {
   const w = await world(t);
   keystoneError(t, await consume(w.app, '<not xml'), 401, 'not XML');

@@ -14,6 +14,9 @@ import { IDENTITY_MOUNT, MOUNT_PREFIX } from '../links.ts';
  * Failures are Keystone-shaped JSON errors (401; 503 while trusted metadata cannot be read).
  */
 export function registerSamlEcpRoutes(app: App, api: IdentityApi): void {
+  const root = new URL(api.config.publicUrl).pathname.replace(/\/$/, '');
+  const cookiePaths = [root, `${root}${IDENTITY_MOUNT}`].map((mount) => `${mount}/v3/OS-FEDERATION/identity_providers/`);
+  const cookieFlags = ['HttpOnly', 'SameSite=Strict', ...(api.config.publicUrl.startsWith('https:') ? ['Secure'] : [])];
   app.post(ECP_CONSUMER_PATH, { config: { public: true, rawSamlBody: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
     const initiator = auditInitiator(api, request, reply);
     const base = `${api.config.publicUrl}${(request.raw as { [MOUNT_PREFIX]?: string })[MOUNT_PREFIX] ?? ''}`;
@@ -28,12 +31,7 @@ export function registerSamlEcpRoutes(app: App, api: IdentityApi): void {
       // to the services behind the gateway. Both mounts: Shibboleth's URL is at the host's root
       // wherever the client's auth_url is (devstack's is under /identity), and keystoneauth calls its
       // own login URL, not the Location.
-      const root = new URL(api.config.publicUrl).pathname.replace(/\/$/, '');
-      const cookies = [root, `${root}${IDENTITY_MOUNT}`].map((mount) => {
-        const cookie = [`${ECP_SESSION_COOKIE}=${session.cookieValue}`, `Max-Age=${session.maxAgeSeconds}`, `Path=${mount}/v3/OS-FEDERATION/identity_providers/`, 'HttpOnly', 'SameSite=Strict'];
-        if (base.startsWith('https:')) cookie.push('Secure');
-        return cookie.join('; ');
-      });
+      const cookies = cookiePaths.map((path) => [`${ECP_SESSION_COOKIE}=${session.cookieValue}`, `Max-Age=${session.maxAgeSeconds}`, `Path=${path}`, ...cookieFlags].join('; '));
       return reply.code(302).header('Location', next).header('Set-Cookie', cookies).header('Cache-Control', 'no-store').send();
     } catch (error) {
       auditAuthenticationFailure(api.audit, initiator, error);

@@ -9,8 +9,9 @@
 //   AES-GCM (the websso key, its own purpose) in a cookie limited to the federation login paths;
 // - the login URL (GET, or POST without a body) with that cookie is a login with that assertion: the
 //   issuer must be one of the URL's identity provider's remote ids (else 403, and the session stays
-//   usable), and the session is used once, claimed before the mapping runs (Shibboleth's session could be reused until it expires: one login
-//   per assertion here), within the assertion's validity and at most WEBSSO_STATE_TTL_SECONDS.
+//   usable), and the session is used once, claimed before the mapping runs (Shibboleth's session
+//   could be reused until it expires: one login per assertion here), within the assertion's validity
+//   and at most WEBSSO_STATE_TTL_SECONDS.
 // No provider is named at the consumer, as with Shibboleth: the provider and its mapping are the
 // login URL's.
 
