@@ -8,7 +8,7 @@ import type { EntityManager, Store } from '../store/database.ts';
 import type { Json, OAuth1AccessTokenRow, OAuth1ConsumerRow } from '../store/entities.ts';
 import { OAuth1Repository } from './oauth1-repository.ts';
 import type { SecretBox } from './secret-box.ts';
-import { isSignatureMethod, parseAuthorizationHeader, queryParameters, signatureBaseString, verifyHmacSignature } from './signature.ts';
+import { isSignatureMethod, parseAuthorizationHeader, queryParameters, SIGNATURE_METHODS, signatureBaseString, verifyOAuthSignature } from './signature.ts';
 
 /** oauthlib's timestamp_lifetime: a signed request's timestamp may differ from now by this much. */
 export const TIMESTAMP_WINDOW_SECONDS = 600;
@@ -328,7 +328,10 @@ export class OAuth1Service {
     if (!parameters.get('oauth_signature') || !consumerId || !nonce || !timestamp || !method) {
       throw ValidationError.oauthParameters('invalid_request', 'Missing mandatory OAuth parameters.');
     }
-    if (!isSignatureMethod(method)) throw ValidationError.oauthParameters('invalid_signature_method', `Invalid signature, ${method} not in HMAC-SHA1, HMAC-SHA256, HMAC-SHA512.`);
+    if (!isSignatureMethod(method)) {
+      // oauthlib's message prints the list as a Python tuple.
+      throw ValidationError.oauthParameters('invalid_signature_method', `Invalid signature, ${method} not in (${SIGNATURE_METHODS.map((name) => `'${name}'`).join(', ')}).`);
+    }
     if (parameters.has('oauth_version') && parameters.get('oauth_version') !== '1.0') throw ValidationError.oauthParameters('invalid_request', 'Invalid OAuth version.');
     if (timestamp.length !== 10) throw ValidationError.oauthParameters('invalid_request', 'Invalid timestamp size');
     if (!/^\d+$/.test(timestamp)) throw ValidationError.oauthParameters('invalid_request', 'Timestamp must be an integer.');
@@ -378,8 +381,8 @@ function verifySignature(request: SignedRequest, parameters: Map<string, string>
   const method = parameters.get('oauth_signature_method')!;
   const signature = parameters.get('oauth_signature');
   if (!isSignatureMethod(method) || !signature) return false;
-  const all = [...queryParameters(request.url), ...parameters];
-  return verifyHmacSignature(method, signatureBaseString(request.method, request.url, all), signature, consumerSecret, tokenSecret);
+  const baseString = () => signatureBaseString(request.method, request.url, [...queryParameters(request.url), ...parameters]);
+  return verifyOAuthSignature(method, baseString, signature, consumerSecret, tokenSecret);
 }
 
 function newHexId(): string {

@@ -3,9 +3,17 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 // OAuth 1.0a request signing (RFC 5849 §3.4): the signature base string, its percent-encoding, and
 // HMAC signatures. Pure functions: nothing here knows HTTP frameworks, storage or the clock.
 
-/** The HMAC methods accepted (oauthlib, which Keystone uses, offers the same three). */
-export const SIGNATURE_METHODS = { 'HMAC-SHA1': 'sha1', 'HMAC-SHA256': 'sha256', 'HMAC-SHA512': 'sha512' } as const;
-export type SignatureMethod = keyof typeof SIGNATURE_METHODS;
+/** The HMAC methods, by the digest each uses. */
+export const HMAC_METHODS = { 'HMAC-SHA1': 'sha1', 'HMAC-SHA256': 'sha256', 'HMAC-SHA512': 'sha512' } as const;
+export type HmacMethod = keyof typeof HMAC_METHODS;
+
+/**
+ * The methods a request may name: oauthlib's (which Keystone uses), in its order. No consumer has an
+ * RSA key here (nor in Keystone, whose validator answers '' for it: a 500 there), so an RSA
+ * signature never verifies: a 401.
+ */
+export const SIGNATURE_METHODS = ['HMAC-SHA1', 'HMAC-SHA256', 'HMAC-SHA512', 'RSA-SHA1', 'RSA-SHA256', 'RSA-SHA512', 'PLAINTEXT'] as const;
+export type SignatureMethod = (typeof SIGNATURE_METHODS)[number];
 
 /** RFC 5849 §3.6: unreserved characters (ALPHA, DIGIT, '-', '.', '_', '~') stay, all else is %XX of UTF-8. */
 export function percentEncode(value: string): string {
@@ -73,21 +81,45 @@ export function signatureBaseString(method: string, url: string, parameters: Rea
   return [method.toUpperCase(), percentEncode(baseStringUri(url)), percentEncode(normalizeParameters(parameters))].join('&');
 }
 
+/** §3.4.4: the PLAINTEXT signature, and the key of the HMAC ones (§3.4.2): both secrets, encoded. */
+export function plaintextSignature(clientSecret: string, tokenSecret = ''): string {
+  return `${percentEncode(clientSecret)}&${percentEncode(tokenSecret)}`;
+}
+
 /** §3.4.2: the base64 HMAC of the base string, keyed by the encoded client and token secrets. */
-export function hmacSignature(method: SignatureMethod, baseString: string, clientSecret: string, tokenSecret = ''): string {
-  const key = `${percentEncode(clientSecret)}&${percentEncode(tokenSecret)}`;
-  return createHmac(SIGNATURE_METHODS[method], key).update(baseString, 'utf8').digest('base64');
+export function hmacSignature(method: HmacMethod, baseString: string, clientSecret: string, tokenSecret = ''): string {
+  return createHmac(HMAC_METHODS[method], plaintextSignature(clientSecret, tokenSecret)).update(baseString, 'utf8').digest('base64');
 }
 
 /** Whether `signature` is the HMAC of the base string (compared in constant time). */
-export function verifyHmacSignature(method: SignatureMethod, baseString: string, signature: string, clientSecret: string, tokenSecret = ''): boolean {
-  const expected = Buffer.from(hmacSignature(method, baseString, clientSecret, tokenSecret));
-  const actual = Buffer.from(signature);
-  return expected.length === actual.length && timingSafeEqual(expected, actual);
+export function verifyHmacSignature(method: HmacMethod, baseString: string, signature: string, clientSecret: string, tokenSecret = ''): boolean {
+  return sameText(hmacSignature(method, baseString, clientSecret, tokenSecret), signature);
+}
+
+/**
+ * Whether `signature` signs the request by `method`. `baseString` is only built for an HMAC method:
+ * PLAINTEXT signs the secrets alone (RFC 5849 §3.4.4: meant for TLS, as any password is), and no RSA
+ * key is known.
+ */
+export function verifyOAuthSignature(method: SignatureMethod, baseString: () => string, signature: string, clientSecret: string, tokenSecret = ''): boolean {
+  if (method === 'PLAINTEXT') return sameText(plaintextSignature(clientSecret, tokenSecret), signature);
+  if (isHmacMethod(method)) return verifyHmacSignature(method, baseString(), signature, clientSecret, tokenSecret);
+  return false;
+}
+
+function isHmacMethod(value: string): value is HmacMethod {
+  return Object.hasOwn(HMAC_METHODS, value);
 }
 
 export function isSignatureMethod(value: string): value is SignatureMethod {
-  return Object.hasOwn(SIGNATURE_METHODS, value);
+  return (SIGNATURE_METHODS as readonly string[]).includes(value);
+}
+
+/** Compared in constant time for a given length. */
+function sameText(expected: string, actual: string): boolean {
+  const expectedBytes = Buffer.from(expected);
+  const actualBytes = Buffer.from(actual);
+  return expectedBytes.length === actualBytes.length && timingSafeEqual(expectedBytes, actualBytes);
 }
 
 /** The query string of a URL as decoded pairs (§3.4.1.3.1: '+' is a space in form encoding). */

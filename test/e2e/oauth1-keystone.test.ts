@@ -84,6 +84,13 @@ async function scenario(base: string, signBase: string, adminPassword: string, c
       headers: { authorization: sign(requestPath, { ...requestSigning, consumerSecret: 'f'.repeat(32) }), 'requested-project-id': projectId },
     });
     record('request token, bad signature', badSecret);
+    const plaintext = (consumerSecret: string) =>
+      send(`${base}${requestPath}`, { method: 'POST', headers: { authorization: sign(requestPath, { ...requestSigning, consumerSecret, method: 'PLAINTEXT' }), 'requested-project-id': projectId } });
+    const plaintextIssued = await plaintext(consumer.secret);
+    record('request token, PLAINTEXT', plaintextIssued, { type: plaintextIssued.type, shape: plaintextIssued.text.replace(/[0-9a-f]{32}/g, 'HEX').replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z/, 'TIME') });
+    record('request token, PLAINTEXT with another secret', await plaintext('f'.repeat(32)));
+    const unknownMethod = sign(requestPath, requestSigning).replace('oauth_signature_method="HMAC-SHA1"', 'oauth_signature_method="HMAC-MD5"');
+    record('request token, an unknown signature method', await send(`${base}${requestPath}`, { method: 'POST', headers: { authorization: unknownMethod, 'requested-project-id': projectId } }));
     const noCallback = await send(`${base}${requestPath}`, { method: 'POST', headers: { authorization: sign(requestPath, { consumerKey: consumer.id, consumerSecret: consumer.secret }), 'requested-project-id': projectId } });
     record('request token without a callback', noCallback);
     const issued = await send(`${base}${requestPath}`, { method: 'POST', headers: { authorization: sign(requestPath, requestSigning), 'requested-project-id': projectId } });

@@ -28,7 +28,7 @@ export interface OAuthSigning {
   /** Seconds, as a string of 10 digits (oauthlib takes it as given). */
   timestamp?: string;
   nonce?: string;
-  method?: 'HMAC-SHA1' | 'HMAC-SHA256';
+  method?: 'HMAC-SHA1' | 'HMAC-SHA256' | 'PLAINTEXT';
   httpMethod?: string;
 }
 

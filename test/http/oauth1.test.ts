@@ -251,3 +251,70 @@ t.test('OS-OAUTH1: consumers, delegation, the oauth1 method, access tokens', asy
   t.equal((await call('GET', '/v3/auth/tokens', undefined, undefined, { 'x-subject-token': String(thirdToken.headers['x-subject-token']) })).statusCode, 404, 'a deleted consumer ends its tokens');
   t.equal((await call('GET', tokensPath)).json().access_tokens.length, 0, 'its access tokens are gone');
 });
+
+t.test('signature methods: PLAINTEXT end to end (gophercloud signs with it), RSA refused, an unknown method named as oauthlib names it', async (t) => {
+  const test = await startTestApp(t);
+  const { call, login, request } = test;
+  const sign = signer(test);
+  const roles = Object.fromEntries((await call('GET', '/v3/roles')).json().roles.map((role: { name: string; id: string }) => [role.name, role.id]));
+  const member = roles.member;
+  const project = (await call('POST', '/v3/projects', { project: { name: 'plaintext' } })).json().project;
+  const user = (await call('POST', '/v3/users', { user: { name: 'plaintext-delegator', password: 'Pw-1' } })).json().user;
+  // Authorizing a request token is admin_required; the member role is what is delegated.
+  await call('PUT', `/v3/projects/${project.id}/users/${user.id}/roles/${roles.admin}`);
+  const userToken = (await login({ id: user.id }, 'Pw-1', { project: { id: project.id } })).token;
+  const consumer = (await call('POST', '/v3/OS-OAUTH1/consumers', { consumer: {} })).json().consumer;
+
+  const requestTokenPath = '/v3/OS-OAUTH1/request_token';
+  const requestToken = (signing: Partial<OAuthSigning>, header = (text: string) => text) =>
+    request({
+      method: 'POST',
+      url: requestTokenPath,
+      headers: { authorization: header(sign(requestTokenPath, { consumerKey: consumer.id, consumerSecret: consumer.secret, callback: 'oob', method: 'PLAINTEXT', ...signing })), 'requested-project-id': project.id },
+    });
+  const wrong = await requestToken({ consumerSecret: 'f'.repeat(32) });
+  t.equal(wrong.statusCode, 401, 'PLAINTEXT with another secret');
+  t.equal(wrong.json().error.message, GENERIC_401);
+  for (const method of ['RSA-SHA1', 'RSA-SHA256', 'RSA-SHA512']) {
+    const rsa = await requestToken({ method: 'HMAC-SHA1' }, (text) => text.replace('oauth_signature_method="HMAC-SHA1"', `oauth_signature_method="${method}"`));
+    t.equal(rsa.statusCode, 401, `${method}: no consumer has a key (Keystone 22 answers 500)`);
+  }
+  const unknown = await requestToken({ method: 'HMAC-SHA1' }, (text) => text.replace('oauth_signature_method="HMAC-SHA1"', 'oauth_signature_method="HMAC-MD5"'));
+  t.equal(unknown.statusCode, 400);
+  t.equal(
+    unknown.json().error.message,
+    "Validation failed with errors: invalid_signature_method, detail message is: Invalid signature, HMAC-MD5 not in ('HMAC-SHA1', 'HMAC-SHA256', 'HMAC-SHA512', 'RSA-SHA1', 'RSA-SHA256', 'RSA-SHA512', 'PLAINTEXT')..",
+  );
+  const issued = await requestToken({});
+  t.equal(issued.statusCode, 201, issued.body);
+  const requested = form(issued.body);
+
+  const verifier = (await call('PUT', `/v3/OS-OAUTH1/authorize/${requested.oauth_token}`, { roles: [{ id: member }] }, userToken)).json().token.oauth_verifier;
+  const accessTokenPath = '/v3/OS-OAUTH1/access_token';
+  const exchange = (tokenSecret: string) =>
+    request({
+      method: 'POST',
+      url: accessTokenPath,
+      headers: { authorization: sign(accessTokenPath, { consumerKey: consumer.id, consumerSecret: consumer.secret, token: requested.oauth_token!, tokenSecret, verifier, method: 'PLAINTEXT' }) },
+    });
+  t.equal((await exchange('e'.repeat(32))).statusCode, 401, 'PLAINTEXT with another request token secret');
+  const exchanged = await exchange(requested.oauth_token_secret!);
+  t.equal(exchanged.statusCode, 201, exchanged.body);
+  const access = form(exchanged.body);
+
+  const oauthLogin = (tokenSecret: string) =>
+    request({
+      method: 'POST',
+      url: '/v3/auth/tokens',
+      headers: {
+        'content-type': 'application/json',
+        authorization: sign('/v3/auth/tokens', { consumerKey: consumer.id, consumerSecret: consumer.secret, token: access.oauth_token!, tokenSecret, method: 'PLAINTEXT' }),
+      },
+      payload: JSON.stringify({ auth: { identity: { methods: ['oauth1'], oauth1: {} } } }),
+    });
+  t.equal((await oauthLogin('e'.repeat(32))).statusCode, 401, 'PLAINTEXT with another access token secret');
+  const issuedToken = await oauthLogin(access.oauth_token_secret!);
+  t.equal(issuedToken.statusCode, 201, issuedToken.body);
+  t.same(issuedToken.json().token['OS-OAUTH1'], { access_token_id: access.oauth_token, consumer_id: consumer.id });
+  t.same(issuedToken.json().token.roles.map((role: { name: string }) => role.name).sort(), ['member', 'reader']);
+});

@@ -9,6 +9,7 @@ import {
   queryParameters,
   signatureBaseString,
   verifyHmacSignature,
+  verifyOAuthSignature,
 } from '../../src/oauth1/signature.ts';
 import { oauthlibAuthorization, oauthlibAvailable } from '../helpers/oauth1-signer.ts';
 
@@ -66,6 +67,28 @@ t.test('oauthlib (an independent signer) and this verifier agree', async (t) => 
     t.ok(verifyHmacSignature(signing.method, base, oauth.get('oauth_signature')!, consumerSecret, signing.tokenSecret ?? ''), `${signing.method} ${signing.url}`);
     t.equal(hmacSignature(signing.method, base, consumerSecret, signing.tokenSecret ?? ''), oauth.get('oauth_signature'), 'the same signature');
     t.notOk(verifyHmacSignature(signing.method, base, oauth.get('oauth_signature')!, `${consumerSecret}x`, signing.tokenSecret ?? ''));
+  }
+});
+
+t.test('PLAINTEXT (RFC 5849 §3.4.4) as oauthlib signs it: both secrets, encoded; RSA never verifies (no key is known)', async (t) => {
+  const consumerSecret = `${randomBytes(16).toString('hex')} &!*'()`;
+  const tokenSecret = `${randomBytes(16).toString('hex')}/+=`;
+  const cases = [
+    { name: 'a request token (no token secret)', tokenSecret: undefined },
+    { name: 'an access token', tokenSecret },
+  ];
+  for (const { name, tokenSecret } of cases) {
+    const header = oauthlibAuthorization({ url: 'http://127.0.0.1/v3/OS-OAUTH1/request_token', consumerKey: 'd'.repeat(32), consumerSecret, tokenSecret, token: tokenSecret && 'c'.repeat(32), method: 'PLAINTEXT' });
+    const oauth = parseAuthorizationHeader(header)!;
+    t.equal(oauth.get('oauth_signature_method'), 'PLAINTEXT');
+    const signature = oauth.get('oauth_signature')!;
+    const noBaseString = () => t.fail('PLAINTEXT signs no base string') as never;
+    t.ok(verifyOAuthSignature('PLAINTEXT', noBaseString, signature, consumerSecret, tokenSecret ?? ''), name);
+    t.notOk(verifyOAuthSignature('PLAINTEXT', noBaseString, signature, `${consumerSecret}x`, tokenSecret ?? ''), `${name}: another consumer secret`);
+    t.notOk(verifyOAuthSignature('PLAINTEXT', noBaseString, signature, consumerSecret, `${tokenSecret ?? ''}x`), `${name}: another token secret`);
+  }
+  for (const method of ['RSA-SHA1', 'RSA-SHA256', 'RSA-SHA512'] as const) {
+    t.notOk(verifyOAuthSignature(method, () => 'POST&x&y', 'anything', consumerSecret), `${method}: refused`);
   }
 });
 
