@@ -35,6 +35,8 @@ cloud() { # name user password project
   cloud devstack demo demo-secret demo
   cloud devstack-alt alt_demo alt-demo-secret alt_demo
 } >"$workspace/clouds.yaml"
+# Only the clouds above: an OS_* setting from the caller would override them.
+unset $(env | grep -o '^OS_[A-Z_]*' | grep -vx OS_TEST_TIMEOUT) 2>/dev/null || true
 export OS_CLIENT_CONFIG_FILE=$workspace/clouds.yaml OS_CLOUD=devstack-admin
 for user in demo alt_demo; do
   password=$([ "$user" = demo ] && echo demo-secret || echo alt-demo-secret)
