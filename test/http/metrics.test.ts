@@ -128,7 +128,11 @@ t.test('GET /metrics: counts identity API requests, token validations, caches an
   const idle = await testApp.request({ method: 'GET', url: '/metrics' });
   t.ok(allocated(idle.body) > allocated(first.body), 'the allocated bytes grow with what the process allocates (a scrape allocates)');
   const mean = Number(/^nodejs_eventloop_delay_mean_seconds (\S+)$/m.exec(idle.body)?.[1]);
-  t.ok(mean >= 0 && mean < 0.02, `an idle loop's delay is below the 20 ms sampling interval, not the interval itself (mean ${mean} s)`);
+  // Compared with the sampler above, which watched the same loop meanwhile and reads the interval
+  // with the delay (~20 ms idle): on a machine loaded by other test files the delay itself can exceed
+  // 20 ms, but the service's reading stays ~20 ms under the raw sampler's.
+  const watched = sampler.mean / 1e9;
+  t.ok(mean >= 0 && mean < watched - 0.01, `the loop's delay, not the 20 ms sampling interval (mean ${mean} s, a raw sampler of the same loop ${watched} s)`);
 
   t.equal((await testApp.call('GET', '/v3/users')).statusCode, 200, 'warm-up: the admin token is in the validation cache');
   const before = await scrape(testApp);
