@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { ClientRequest } from '../../gateway/client-exchange.ts';
 import { RequestHeadParsers, type HeadReader, type RequestHead, type RequestHeadLimits } from './request-head.ts';
 import { FrontResponse } from './response.ts';
+import { SharedReads } from './shared-reads.ts';
 
 /**
  * The request front (docs/architecture.md, "The request front"): client connections reach it before
@@ -35,6 +36,8 @@ export interface RequestFrontOptions {
   takes: (head: RequestHead) => boolean;
   /** Answers a request the front took. */
   handle: (request: ClientRequest, response: FrontResponse) => void;
+  /** Whether connections are read into one shared buffer (shared-reads.ts) where the runtime allows; false: 'data' events. Default true. */
+  sharedReads?: boolean;
 }
 
 /** What node adds to keepAliveTimeout for the timer it arms between requests (_http_server.js). */
@@ -42,6 +45,8 @@ const KEEP_ALIVE_TIMEOUT_BUFFER_MS = 1000;
 
 export class RequestFront {
   private readonly parsers: RequestHeadParsers;
+  /** Where the connections read into, when the runtime allows it (undefined: each read is a 'data' event). */
+  readonly sharedReads: SharedReads | undefined;
   private readonly connections = new Map<Socket, FrontConnection>();
   private readonly nodeListener: (socket: Socket) => void;
   private readonly listener = (socket: Socket): void => {
@@ -70,6 +75,7 @@ export class RequestFront {
     readonly options: RequestFrontOptions,
   ) {
     this.parsers = new RequestHeadParsers(options.limits);
+    this.sharedReads = options.sharedReads === false ? undefined : new SharedReads();
     this.responseOptions = { keepAliveTimeoutSeconds: Math.floor(options.keepAliveTimeoutMs / 1000), date: this.date };
     this.keepAliveWaitMs = options.keepAliveTimeoutMs + KEEP_ALIVE_TIMEOUT_BUFFER_MS;
     // node:http's connection listener is the first 'connection' listener (its constructor adds it).
@@ -157,7 +163,9 @@ class FrontConnection {
   private sweptWaitMs = -1;
   private sweptBytes = -1;
   private sweptSince = 0;
-  private readonly onData = (chunk: Buffer): void => this.read(chunk);
+  private readonly onData = (chunk: Buffer): void => this.read(chunk, true);
+  /** Whether reads come from the front's shared buffer (a view valid during the read) rather than as 'data' chunks. */
+  private readonly shared: boolean;
   private readonly onDrain = (): void => this.response?.drained();
   // The client half-closed. As node:http does (httpAllowHalfOpen false): the request under way is
   // abandoned and the connection closed, so the gateway lets its upstream exchange go at once.
@@ -179,7 +187,8 @@ class FrontConnection {
   ) {
     this.reader = front.reader();
     this.waitMs = front.options.headersTimeoutMs;
-    socket.on('data', this.onData);
+    this.shared = front.sharedReads?.attach(socket, (length, buffer) => this.read(buffer.subarray(0, length), false)) ?? false;
+    if (!this.shared) socket.on('data', this.onData);
     socket.on('drain', this.onDrain);
     socket.on('end', this.onEnd);
     socket.on('close', this.onClose);
@@ -218,12 +227,13 @@ class FrontConnection {
     this.socket.destroy();
   }
 
-  private read(chunk: Buffer): void {
+  /** `own`: the chunk is the read's own ('data'); otherwise a view on the shared buffer, copied if kept. */
+  private read(chunk: Buffer, own: boolean): void {
     const limit = this.front.options.limits.maxHeaderBytes;
     if (this.response) {
       // Pipelined behind the answer under way: read once it has ended. A client that sends more
       // than a head's worth meanwhile is not read on (and is node:http's after this answer).
-      (this.waiting ??= []).push(chunk);
+      (this.waiting ??= []).push(own ? chunk : Buffer.from(chunk));
       this.waitingBytes += chunk.length;
       if (this.waitingBytes > limit) this.socket.pause();
       return;
@@ -233,11 +243,11 @@ class FrontConnection {
     const reading = this.reader.read(chunk.length > limit + 1 ? chunk.subarray(0, limit + 1) : chunk);
     if (reading.kind !== 'plain' || !this.front.options.takes(reading.head)) {
       // Not the front's (or a head in pieces: node:http times such heads, and reads them whole).
-      this.handOver(chunk);
+      this.handOver(own ? chunk : Buffer.from(chunk));
       return;
     }
-    const rest = reading.consumed < chunk.length ? chunk.subarray(reading.consumed) : undefined;
-    // (A socket's 'data' chunks are its own: a view on one outlives the read.)
+    // (A socket's 'data' chunks are its own: a view on one outlives the read. The shared buffer's is copied.)
+    const rest = reading.consumed >= chunk.length ? undefined : own ? chunk.subarray(reading.consumed) : Buffer.from(chunk.subarray(reading.consumed));
     if (rest !== undefined) {
       this.waiting = [rest];
       this.waitingBytes = rest.length;
@@ -273,7 +283,7 @@ class FrontConnection {
         return;
       }
       this.socket.resume();
-      this.read(waiting);
+      this.read(waiting, true);
     });
   }
 
@@ -306,7 +316,9 @@ class FrontConnection {
   private detach(): void {
     this.done = true;
     const socket = this.socket;
-    socket.off('data', this.onData);
+    // Reads go to the stream again: node:http's, or nobody's (a connection closing).
+    if (this.shared) this.front.sharedReads!.detach(socket);
+    else socket.off('data', this.onData);
     socket.off('drain', this.onDrain);
     socket.off('end', this.onEnd);
     this.reader.free();

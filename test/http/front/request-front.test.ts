@@ -399,3 +399,85 @@ t.test("the waits for a request are swept on the front's clock, never early, and
   await busy.end();
   t.equal(h.front.size, 0, 'idle after its answer, then closed after the keep-alive wait');
 });
+
+// Reads into the front's one shared buffer (shared-reads.ts): what a connection keeps past a read
+// (a pipelined request, bytes handed to node:http) must be its own copy, since the next read of any
+// connection overwrites the buffer. Another connection's longer request is read in between.
+const padded = (path: string) => get(path, `X-Padding: ${'p'.repeat(300)}\r\n`);
+
+t.test('on this runtime the front reads its connections into one shared buffer, not through their streams', async (t) => {
+  const h = await harness(t);
+  t.ok(h.front.sharedReads, 'shared reads are on by default');
+  const c = connect(h.port);
+  c.send(get('/svc/a'));
+  await c.responses(1);
+  t.equal(h.sockets[0]!.listenerCount('data'), 0, 'no \'data\' listener: each read goes to the front directly');
+  t.same(h.seen, ['front GET /svc/a token=tok']);
+  c.socket.destroy();
+});
+
+/** A held answer on connection a, its next request sent by `send`; b's longer request read before the answer ends. */
+async function nextRequestAcrossOtherReads(t: Parameters<typeof harness>[0] & { same(a: unknown, b: unknown): void }, send: (a: ReturnType<typeof connect>, h: Harness) => Promise<void>) {
+  const h = await harness(t, { hold: (url) => url === '/svc/slow' });
+  const a = connect(h.port);
+  await send(a, h);
+  const b = connect(h.port);
+  b.send(padded('/svc/other'));
+  await b.responses(1);
+  h.responses[0]!.writeHead(200, ['content-length', '4']);
+  h.responses[0]!.end(Buffer.from('slow'));
+  await a.responses(1);
+  t.same(h.seen, ['front GET /svc/slow token=tok', 'front GET /svc/other token=tok', 'front GET /svc/next token=tok']);
+  a.socket.destroy();
+  b.socket.destroy();
+}
+
+t.test('a pipelined request read with the one before it is still whole after other connections\' reads', (t) =>
+  nextRequestAcrossOtherReads(t, async (a, h) => {
+    a.send(get('/svc/slow') + get('/svc/next'));
+    await waitFor(() => h.responses.length === 1);
+  }),
+);
+
+t.test('a request read while the answer before it is under way is still whole after other connections\' reads', (t) =>
+  nextRequestAcrossOtherReads(t, async (a, h) => {
+    a.send(get('/svc/slow'));
+    await waitFor(() => h.responses.length === 1);
+    a.send(get('/svc/next'));
+    await waitFor(() => h.sockets[0]!.bytesRead === Buffer.byteLength(get('/svc/slow') + get('/svc/next')));
+  }),
+);
+
+t.test('a connection handed to node:http mid-body gets its later reads, with other connections read meanwhile', async (t) => {
+  const h = await harness(t);
+  const a = connect(h.port);
+  // Handed over at once (a body), and the body's second piece comes after other connections' reads.
+  a.send('POST /svc/body HTTP/1.1\r\nHost: gateway\r\nContent-Length: 10\r\n\r\nhello');
+  await waitFor(() => h.sockets[0] !== undefined && h.sockets[0].bytesRead > 0 && h.front.size === 0);
+  const b = connect(h.port);
+  b.send(padded('/svc/other'));
+  await b.responses(1);
+  a.send('world');
+  await a.responses(1);
+  a.send(get('/svc/after'));
+  await a.responses(2);
+  t.same(h.seen, ['front GET /svc/other token=tok', 'node POST /svc/body body=helloworld', 'node GET /svc/after']);
+  a.socket.destroy();
+  b.socket.destroy();
+});
+
+t.test('with shared reads off, the front reads \'data\' events and answers the same', async (t) => {
+  const h = await harness(t, { sharedReads: false, hold: (url) => url === '/svc/slow' });
+  t.equal(h.front.sharedReads, undefined);
+  const a = connect(h.port);
+  a.send(get('/svc/slow') + get('/svc/next'));
+  await waitFor(() => h.responses.length === 1);
+  t.equal(h.sockets[0]!.listenerCount('data'), 1);
+  h.responses[0]!.writeHead(200, ['content-length', '4']);
+  h.responses[0]!.end(Buffer.from('slow'));
+  await a.responses(1);
+  a.send('POST /svc/body HTTP/1.1\r\nHost: gateway\r\nContent-Length: 2\r\n\r\nhi');
+  await a.responses(2);
+  t.same(h.seen, ['front GET /svc/slow token=tok', 'front GET /svc/next token=tok', 'node POST /svc/body body=hi']);
+  a.socket.destroy();
+});
