@@ -40,17 +40,18 @@ export class SharedReads {
    * changed); nothing was changed.
    */
   attach(socket: Socket, callback: (length: number, buffer: Buffer) => void): boolean {
-    const fields = this.fieldsOf(socket);
+    // (A socket without a TCP handle, e.g. a stream emitted as a connection, says nothing of the runtime.)
     const handle = (socket as unknown as { _handle?: Partial<UserBufferHandle> | null })._handle;
-    if (fields === null || typeof handle?.useUserBuffer !== 'function') return false;
+    if (typeof handle?.useUserBuffer !== 'function') return false;
+    const fields = this.fieldsOf(socket);
+    if (fields === null) return false;
     const own = socket as unknown as Record<symbol, unknown>;
     // Not a socket that already reads into a buffer of its own (a connected one's `onread`).
     if (own[fields.buffer] !== null) return false;
     handle.useUserBuffer(this.buffer);
     own[fields.buffer] = this.buffer;
-    own[fields.callback] = (length: number, buffer: Buffer): undefined => {
-      callback(length, buffer);
-    };
+    // (node stops reading when the callback returns false; a void callback never does.)
+    own[fields.callback] = callback;
     return true;
   }
 

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { PassThrough } from 'node:stream';
 import t from 'tap';
 import { SharedReads } from '../../../src/http/front/shared-reads.ts';
 
@@ -108,4 +109,11 @@ t.test('a socket that reads into a buffer of its own (net.connect\'s onread) is 
   t.teardown(() => own.destroy());
   t.equal(reads.attach(own, () => undefined), false);
   t.equal(reads.attach(accepted, () => undefined), false, 'nor one attached already');
+});
+
+t.test('a stream without a TCP handle is refused, and does not turn shared reads off for the sockets after it', async (t) => {
+  const { accepted } = await (await listen(t))();
+  const reads = new SharedReads();
+  t.equal(reads.attach(new PassThrough() as unknown as net.Socket, () => undefined), false);
+  t.equal(reads.attach(accepted, () => undefined), true);
 });
