@@ -19,6 +19,8 @@ export interface ResponseSocket {
   write(data: string | Buffer, encoding?: BufferEncoding, written?: () => void): boolean;
   cork(): void;
   uncork(): void;
+  /** Bytes given to write() that the kernel has not taken yet. */
+  readonly writableLength: number;
 }
 
 export interface FrontResponseOptions {
@@ -48,6 +50,10 @@ const CHUNKED = /(?:^|\W)chunked(?:$|\W)/i;
  * an array of chunks, the string flattened in C++) for the small bodies most answers have.
  */
 const ONE_WRITE_BYTES = 16_384;
+
+const EMPTY = Buffer.alloc(0);
+/** Settled: a reaction on it runs once the code under way (end()'s caller) has returned. */
+const SETTLED = Promise.resolve();
 
 /** Node's own errors for a header it will not send (ERR_INVALID_HTTP_TOKEN, ERR_INVALID_CHAR). */
 class InvalidHeaderError extends TypeError {
@@ -134,8 +140,6 @@ export class FrontResponse implements ClientResponse {
     const head = this.head;
     this.head = undefined;
     const data = this.hasBody && body !== undefined && body.length > 0 ? body : undefined;
-    // 'close' once the last bytes are written, as node:http's response emits it after 'finish': never
-    // from inside end(), whose caller (the upstream's handler) has not yet marked its exchange done.
     // Several writes are corked into one writev; a single one goes as it is (corking it would only
     // queue it in the stream's buffer first).
     if (this.chunked) {
@@ -146,22 +150,21 @@ export class FrontResponse implements ClientResponse {
         socket.write(data);
         socket.write('\r\n', 'latin1');
       }
-      socket.write('0\r\n\r\n', 'latin1', this.emitClose);
+      socket.write('0\r\n\r\n', 'latin1');
       socket.uncork();
     } else if (data !== undefined) {
-      if (head === undefined) socket.write(data, undefined, this.emitClose);
-      else if (head.length + data.length <= ONE_WRITE_BYTES) socket.write(headAndBody(head, data), undefined, this.emitClose);
+      if (head === undefined) socket.write(data);
+      else if (head.length + data.length <= ONE_WRITE_BYTES) socket.write(headAndBody(head, data));
       else {
         socket.cork();
         socket.write(head, 'latin1');
-        socket.write(data, undefined, this.emitClose);
+        socket.write(data);
         socket.uncork();
       }
     } else if (head !== undefined) {
-      socket.write(head, 'latin1', this.emitClose);
-    } else {
-      process.nextTick(this.emitClose);
+      socket.write(head, 'latin1');
     }
+    this.closeOnceWritten();
     this.onEnded(this.last ? 'close' : 'keep-alive');
     return this;
   }
@@ -205,6 +208,20 @@ export class FrontResponse implements ClientResponse {
     if (this.ended || this.destroyed) return;
     this.destroyed = true;
     this.emitClose();
+  }
+
+  /**
+   * 'close' once the last bytes are written, as node:http's response emits it after 'finish', and
+   * never from inside end(): its caller (the upstream's handler) has not yet marked its exchange
+   * done. Most answers go to the kernel at once: then 'close' is a reaction to a settled promise,
+   * run as soon as that caller has returned. (A callback on the write itself would cost a tick per
+   * answer: node's Writable defers a callback of a write done at once with process.nextTick, and
+   * that tick makes node run its tick queue in JavaScript after the read that brought the answer.)
+   * Bytes still waiting are followed by an empty write whose callback comes once they have gone.
+   */
+  private closeOnceWritten(): void {
+    if (this.socket.writableLength === 0) void SETTLED.then(this.emitClose);
+    else this.socket.write(EMPTY, undefined, this.emitClose);
   }
 
   // (An arrow, made once per response: it is passed as a callback.)

@@ -191,7 +191,7 @@ t.test('a header node:http would not send is refused the same way, before anythi
       nodeError = error as NodeJS.ErrnoException;
     }
     const written: string[] = [];
-    const ours = new FrontResponse({ write: (data) => (written.push(String(data)), true), cork() {}, uncork() {} }, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'now' }, () => undefined);
+    const ours = new FrontResponse({ write: (data) => (written.push(String(data)), true), cork() {}, uncork() {}, writableLength: 0 }, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'now' }, () => undefined);
     let ourError: NodeJS.ErrnoException | undefined;
     try {
       ours.writeHead(200, headers);
@@ -205,18 +205,27 @@ t.test('a header node:http would not send is refused the same way, before anythi
   }
 });
 
-t.test("'close' comes after end() has returned, once the bytes are written; the connection hears of the end at once", async (t) => {
-  const events: string[] = [];
-  const callbacks: (() => void)[] = [];
-  const socket = {
-    write: (data: string | Buffer, _encoding?: BufferEncoding, written?: () => void) => {
-      events.push(`write ${JSON.stringify(String(data))}`);
+/** A socket that records its calls; `waiting` is what it reports as not yet taken by the kernel. */
+function recordingSocket(events: string[], callbacks: (() => void)[]) {
+  return {
+    waiting: 0,
+    get writableLength() {
+      return this.waiting;
+    },
+    write(data: string | Buffer, _encoding?: BufferEncoding, written?: () => void) {
+      events.push(`write ${JSON.stringify(String(data))}${written ? ' with a callback' : ''}`);
       if (written) callbacks.push(written);
       return true;
     },
     cork: () => events.push('cork'),
     uncork: () => events.push('uncork'),
   };
+}
+
+t.test("'close' comes after end() has returned, once the bytes are written; the connection hears of the end at once", async (t) => {
+  const events: string[] = [];
+  const callbacks: (() => void)[] = [];
+  const socket = recordingSocket(events, callbacks);
   const response = new FrontResponse(socket, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'D' }, (next) => events.push(`ended ${next}`));
   response.on('close', () => events.push('close'));
   response.writeHead(200, ['content-length', '2']);
@@ -225,21 +234,78 @@ t.test("'close' comes after end() has returned, once the bytes are written; the 
   t.same(
     events,
     ['write "HTTP/1.1 200 OK\\r\\ncontent-length: 2\\r\\nDate: D\\r\\nConnection: keep-alive\\r\\nKeep-Alive: timeout=5\\r\\n\\r\\n{}"', 'ended keep-alive'],
-    'a small answer goes as one write, head and body together',
+    'a small answer goes as one write, head and body together, with no callback: the kernel took it at once',
   );
-  t.equal(callbacks.length, 1, "that write's callback is the one that closes");
-  for (const written of callbacks) written();
-  t.same(events.slice(-1), ['close']);
+  t.same(callbacks, [], 'no write callback (node would defer it with a tick)');
+  await Promise.resolve();
+  t.same(events.slice(-1), ['close'], 'closed once the code that ended it has returned');
   response.end();
   t.same(events.slice(-1), ['close'], 'a second end() does nothing');
   response.destroy();
   await new Promise((resolve) => process.nextTick(resolve));
   t.same(events.slice(-1), ['close'], 'destroy() after the end neither ends the connection nor closes again');
+  t.equal(events.filter((event) => event === 'close').length, 1);
+});
+
+t.test("bytes the kernel has not taken yet hold 'close' back until they have gone", async (t) => {
+  for (const [name, answer] of [
+    ['an answer with a length', (response: FrontResponse) => (response.writeHead(200, ['content-length', '2']), response.end(Buffer.from('{}')))],
+    ['a chunked answer', (response: FrontResponse) => (response.writeHead(200, []), response.end(Buffer.from('{}')))],
+    ['an end with nothing more to write', (response: FrontResponse) => (response.writeHead(200, ['content-length', '1']), response.write(Buffer.from('x')), response.end())],
+  ] as const) {
+    const events: string[] = [];
+    const callbacks: (() => void)[] = [];
+    const socket = recordingSocket(events, callbacks);
+    socket.waiting = 2;
+    const response = new FrontResponse(socket, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'D' }, (next) => events.push(`ended ${next}`));
+    response.on('close', () => events.push('close'));
+    answer(response);
+    t.same(events.slice(-2), ['write "" with a callback', 'ended keep-alive'], `${name}: an empty write follows the bytes, before the connection hears of the end`);
+    await new Promise((resolve) => setImmediate(resolve));
+    t.notOk(events.includes('close'), `${name}: not closed while the bytes wait`);
+    t.equal(callbacks.length, 1);
+    callbacks[0]!();
+    t.same(events.slice(-1), ['close'], `${name}: closed once they have gone`);
+  }
+});
+
+t.test("on a real connection, 'close' comes at once for an answer the kernel takes, and only once a client that does not read has taken a large one", async (t) => {
+  let serverSocket: net.Socket | undefined;
+  const server = net.createServer((socket) => (serverSocket = socket));
+  const port = await listen(t, server);
+  const client = net.connect(port, '127.0.0.1');
+  await new Promise((resolve) => client.once('connect', resolve));
+  while (!serverSocket) await new Promise((resolve) => setImmediate(resolve));
+  const socket = serverSocket;
+  t.teardown(() => (client.destroy(), socket.destroy()));
+  client.pause();
+  const answer = (body: Buffer) => {
+    const response = new FrontResponse(socket, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'D' }, () => undefined);
+    let closed = false;
+    response.on('close', () => (closed = true));
+    response.writeHead(200, ['content-length', String(body.length)]);
+    response.end(body);
+    return () => closed;
+  };
+  const small = answer(Buffer.from('{}'));
+  await new Promise((resolve) => setImmediate(resolve));
+  t.equal(small(), true, 'a small answer: closed once written');
+  // More than loopback's buffers hold while nobody reads: the kernel takes part, node keeps the rest.
+  const large = answer(Buffer.alloc(64 * 1024 * 1024, 'x'));
+  t.ok(socket.writableLength > 0, 'the kernel did not take it all');
+  for (let turn = 0; turn < 10; turn++) await new Promise((resolve) => setImmediate(resolve));
+  t.equal(large(), false, 'not closed while the client has not read it');
+  let received = 0;
+  client.on('data', (chunk: Buffer) => (received += chunk.length));
+  client.resume();
+  while (!large()) await new Promise((resolve) => setImmediate(resolve));
+  t.equal(socket.writableLength, 0, 'closed once every byte has gone to the kernel');
+  t.ok(received > 0);
 });
 
 t.test('each write of a body without a length is a chunk of its own', async (t) => {
   const written: string[] = [];
-  const socket = { write: (data: string | Buffer) => (written.push(String(data)), true), cork() {}, uncork() {} };
+  const socket = { write: (data: string | Buffer) => (written.push(String(data)), true), cork() {}, uncork() {}, writableLength: 0 };
   const response = new FrontResponse(socket, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'D' }, () => undefined);
   response.writeHead(200, []);
   response.write(Buffer.from('a'));
@@ -251,7 +317,7 @@ t.test('each write of a body without a length is a chunk of its own', async (t) 
 
 t.test('destroy() ends the connection and closes the response on the next tick; a client gone closes it at once', async (t) => {
   const ends: string[] = [];
-  const socket = { write: () => true, cork() {}, uncork() {} };
+  const socket = { write: () => true, cork() {}, uncork() {}, writableLength: 0 };
   const destroyed = new FrontResponse(socket, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'D' }, (next) => ends.push(next));
   let closed = 0;
   destroyed.on('close', () => closed++);
@@ -277,7 +343,7 @@ t.test('destroy() ends the connection and closes the response on the next tick; 
 
 t.test('a full socket makes write() answer false; drained() calls the drain listeners once', async (t) => {
   let room = false;
-  const socket = { write: () => room, cork() {}, uncork() {} };
+  const socket = { write: () => room, cork() {}, uncork() {}, writableLength: 0 };
   const response = new FrontResponse(socket, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'D' }, () => undefined);
   response.writeHead(200, []);
   t.equal(response.write(Buffer.from('abc')), false);
@@ -292,7 +358,7 @@ t.test('a full socket makes write() answer false; drained() calls the drain list
 
 t.test('writeCheckedHead tests the entries from `checked` on (the forwarder passes the upstream\'s, which llhttp has read strictly, as checked)', async (t) => {
   const written: string[] = [];
-  const make = () => new FrontResponse({ write: (data) => (written.push(String(data)), true), cork() {}, uncork() {} }, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'D' }, () => undefined);
+  const make = () => new FrontResponse({ write: (data) => (written.push(String(data)), true), cork() {}, uncork() {}, writableLength: 0 }, false, true, { keepAliveTimeoutSeconds: 5, date: () => 'D' }, () => undefined);
   t.throws(() => make().writeCheckedHead(200, ['x-openstack-request-id', 'req-1', 'location', 'http://gateway/x\r\nSet-Cookie: a=1'], 2), { code: 'ERR_INVALID_CHAR' }, 'a rewritten Location past `checked` is tested');
   t.throws(() => make().writeHead(200, ['x-ok', '1', 'bad name', 'x']), { code: 'ERR_INVALID_HTTP_TOKEN' }, 'by default every entry is');
   const trusting = make();
