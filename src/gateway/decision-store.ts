@@ -211,7 +211,16 @@ export class DecisionStore {
   /** The response of `proxied` closed with `outcome`. */
   record(proxied: ProxiedRequest, outcome: Outcome): void {
     const slot = this.next;
-    this.odd[slot] = writeId(outcome.request_id, this.ids, slot * ID_BYTES, this.idText) ? undefined : outcome.request_id;
+    const drawn = proxied.drawnRequestId;
+    if (outcome.request_id === drawn.text) {
+      // The bytes it was written from: no text to read back (writeId's checks cost more than the rest of a record).
+      const ids = this.ids;
+      const bytes = drawn.bytes;
+      for (let index = 0, from = drawn.at, to = slot * ID_BYTES; index < ID_BYTES; index++) ids[to + index] = bytes[from + index]!;
+      this.odd[slot] = undefined;
+    } else {
+      this.odd[slot] = writeId(outcome.request_id, this.ids, slot * ID_BYTES, this.idText) ? undefined : outcome.request_id;
+    }
     const path = outcome.path;
     if (path.length <= PATH_BYTES && Buffer.byteLength(path) <= PATH_BYTES) {
       this.pathLengths[slot] = this.paths.write(path, slot * PATH_BYTES, PATH_BYTES, 'utf8');

@@ -1,7 +1,7 @@
 import type { ClientRequest, ClientResponse } from './client-exchange.ts';
 import type { InternalEndpoint } from '../catalog/internal-endpoints.ts';
 import type { GatewayExplanation, PolicySubject } from '../policy/gateway-explain.ts';
-import { newRequestId } from '../support/request-id.ts';
+import { drawRequestId, type DrawnRequestId } from '../support/request-id.ts';
 import type { TokenContext } from '../token/token-service.ts';
 import type { Admission } from './circuit-breaker.ts';
 import type { CanonicalTarget } from './path.ts';
@@ -42,7 +42,9 @@ export interface Authorization {
  */
 export class ProxiedRequest {
   readonly started = performance.now();
-  readonly requestId = newRequestId();
+  /** The request id with the bytes it was drawn from (the decision store keeps the bytes). */
+  readonly drawnRequestId: DrawnRequestId = drawRequestId();
+  readonly requestId = this.drawnRequestId.text;
   /** canonicalise */
   route: Route | undefined = undefined;
   /** authenticate */

@@ -2,7 +2,8 @@ import { randomFillSync } from 'node:crypto';
 
 /** Ids per refill of the pool (16 random bytes each), as Node's randomUUID buffers 128. */
 const IDS_PER_REFILL = 256;
-const pool = Buffer.allocUnsafe(16 * IDS_PER_REFILL);
+/** Each refill takes a new pool: the bytes of an id drawn are never written again (DrawnRequestId). */
+let pool = new Uint8Array(0);
 let used = IDS_PER_REFILL;
 /** The id is written here, then read out as one flat string. */
 const text = Buffer.alloc(40);
@@ -12,6 +13,18 @@ export const REQUEST_ID_BYTE_AT: readonly number[] = [4, 6, 8, 10, 13, 15, 18, 2
 const DASH = 45;
 
 /**
+ * A request id and the 16 bytes it was written from (`bytes`, from `at`): whoever keeps ids as bytes
+ * (the gateway's decision store) copies them instead of reading the text back.
+ */
+export class DrawnRequestId {
+  constructor(
+    readonly text: string,
+    readonly bytes: Uint8Array,
+    readonly at: number,
+  ) {}
+}
+
+/**
  * A request id as Keystone makes them: `req-` and a random (version 4) uuid. Written into one
  * buffer and read out as one flat string: `req-${randomUUID()}` joins some twenty pieces per id
  * (~600 bytes of garbage a request, on the gateway's path) into a string every later use flattens.
@@ -19,7 +32,20 @@ const DASH = 45;
  * CSPRNG, so nothing a caller could inject or observe differs from a randomUUID() per id.
  */
 export function newRequestId(): string {
+  const from = drawBytes();
+  return requestIdText(pool, from, text);
+}
+
+/** newRequestId, with the bytes it was written from. */
+export function drawRequestId(): DrawnRequestId {
+  const from = drawBytes();
+  return new DrawnRequestId(requestIdText(pool, from, text), pool, from);
+}
+
+/** The next id's 16 bytes in `pool`, made a version 4 uuid's: where they start. */
+function drawBytes(): number {
   if (used === IDS_PER_REFILL) {
+    pool = new Uint8Array(16 * IDS_PER_REFILL);
     randomFillSync(pool);
     used = 0;
   }
@@ -27,7 +53,7 @@ export function newRequestId(): string {
   used += 1;
   pool[from + 6] = (pool[from + 6]! & 0x0f) | 0x40; // version 4
   pool[from + 8] = (pool[from + 8]! & 0x3f) | 0x80; // RFC 9562 variant
-  return requestIdText(pool, from, text);
+  return from;
 }
 
 /**

@@ -4,6 +4,7 @@ import { runInNewContext } from 'node:vm';
 import { DecisionStore, decisionKeys } from '../../src/gateway/decision-store.ts';
 import { outcomeOf } from '../../src/gateway/outcome.ts';
 import { ProxiedRequest, type Authorization } from '../../src/gateway/proxied-request.ts';
+import { requestIdText } from '../../src/support/request-id.ts';
 
 // The in-process ring: bounded, newest first, the time written when read.
 
@@ -124,6 +125,23 @@ t.test('an id almost of the req-<uuid> form is kept as it was given, never read 
   store.record(uuid, outcomeOf(uuid, 200, 1));
   t.same((await store.latest(10)).map((entry) => entry.decision.request_id), [uuid.requestId, ...[...nearMisses].reverse()]);
   t.equal((await store.find(uuid.requestId))?.request_id, uuid.requestId, 'a req-<uuid> is read back from its 16 bytes');
+});
+
+t.test("a request's own id is kept from the bytes it was drawn from, not read back from its text", async (t) => {
+  const store = new DecisionStore({ kept: 10, clock: { now: () => 0 } });
+  const request = proxied();
+  const { bytes, at, text } = request.drawnRequestId;
+  t.equal(requestIdText(bytes, at, Buffer.alloc(40)), text, 'the bytes are the id');
+  store.record(request, outcomeOf(request, 200, 1));
+  t.equal((await store.find(request.requestId))?.request_id, request.requestId);
+  // Bytes that say another id (never the case but here) show which of the two the store kept.
+  const other = proxied();
+  const { bytes: otherBytes, at: otherAt } = other.drawnRequestId;
+  otherBytes[otherAt] = otherBytes[otherAt]! ^ 0xff;
+  const otherText = requestIdText(other.drawnRequestId.bytes, other.drawnRequestId.at, Buffer.alloc(40));
+  store.record(other, outcomeOf(other, 200, 1));
+  t.equal((await store.latest(1))[0]?.decision.request_id, otherText, 'the record holds the bytes');
+  t.equal(await store.find(other.requestId), undefined);
 });
 
 // With Redis: nothing per request goes to Redis (sending every decision cost the gateway a quarter of
