@@ -59,6 +59,8 @@ export interface ScenarioResult {
   errorSamples: string[];
   /** CPU µs per request for each measured process role (absent: not measured). */
   cpuUsPerRequest: Partial<Record<ProcessRole, number>>;
+  /** Of cpuUsPerRequest, the kernel's part (system time; paced runs only, absent elsewhere). */
+  kernelUsPerRequest?: number;
   /** The processes were still busy 60 s after the run: CPU per request is an underestimate. */
   cpuIncomplete?: boolean;
   /**

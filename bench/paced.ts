@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { GeneratorLag, LatencyQuantiles, LoadSettings, ScenarioResult } from './load.ts';
-import { cpuMs, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
+import { cpuTimes, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
 
 const run = promisify(execFile);
 
@@ -55,7 +55,7 @@ export async function runExternalPaced(
   const requestFile = path.join(path.dirname(binary), `request-${target.name}`);
   writeFileSync(requestFile, `${lines.join('\r\n')}\r\n\r\n`);
   await settle(target.pids);
-  const before = cpuMs(target.pids);
+  const before = cpuTimes(target.pids);
   const scheduledBefore = schedulerCounters(target.pids);
   const upstreamBefore = target.upstreamPids && schedulerCounters(target.upstreamPids);
   const kernelBefore = kernelThreadCounters();
@@ -71,7 +71,9 @@ export async function runExternalPaced(
   // None seen at all (a container's /proc): none reported, rather than "none busy".
   const kernelThreads = kernelBefore.size > 0 ? kernelThreadGrowth(kernelBefore, kernelThreadCounters(), 4) : undefined;
   await settle(target.pids);
-  const cpu = cpuMs(target.pids) - before;
+  const after = cpuTimes(target.pids);
+  const cpu = after.userMs + after.systemMs - before.userMs - before.systemMs;
+  const kernel = after.systemMs - before.systemMs;
   const report = JSON.parse(stdout) as PacedReport;
   const scheduledInAll = rate * (settings.duration + settings.warmup);
   const non2xx = Object.entries(report.statusCodes).reduce((sum, [code, count]) => sum + (code.startsWith('2') ? 0 : count), 0);
@@ -90,6 +92,7 @@ export async function runExternalPaced(
     timeouts: report.timeouts,
     errorSamples: [],
     cpuUsPerRequest: { [target.role]: scheduledInAll ? Math.round((cpu * 1000) / scheduledInAll) : 0 },
+    ...(scheduledInAll ? { kernelUsPerRequest: Math.round((kernel * 1000) / scheduledInAll) } : {}),
     scheduler,
     ...(upstreamScheduler ? { upstreamScheduler } : {}),
     ...(report.scheduler ? { generatorScheduler: report.scheduler } : {}),

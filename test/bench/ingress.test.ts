@@ -89,11 +89,15 @@ t.test('the paced report: the generator’s lateness, the kernel threads, the re
       results: {
         direct: paced('direct', 1, { generatorLagMs: { sends: 4000, sendP99: 0.3, sendMax: 4, reads: 5000, readP99: 0.1, readMax: 2 }, arrivalLatencyMs: { p50: 0.1, p99: 0.9, max: 2 }, kernelThreads: [] }),
         nginx: paced('nginx', 3, { generatorLagMs: { sends: 4000, reads: 0 }, kernelThreads: [{ name: 'kdamond.0', runMs: 120.4, waitMs: 9.6, wakeups: 21 }] }),
-        gateway: paced('gateway', 9, { overTenMs: 40, inServiceMs: { requests: 6000, p50AtMost: 0.5, p99AtMost: 2.5, overTenMs: 3 } }),
+        gateway: paced('gateway', 9, { overTenMs: 40, inServiceMs: { requests: 6000, p50AtMost: 0.5, p99AtMost: 2.5, overTenMs: 3 }, cpuUsPerRequest: { service: 17 }, kernelUsPerRequest: 9 }),
       },
       gatewayAddedP99Ms: 8,
     },
   });
+  // Paced, a request often has an event-loop turn to itself: its CPU beside the same target's under wrk.
+  t.match(table, /paced by bench\/paced\.c[^\n]*\n\ntarget\s+p50 ms\s+p99 ms\s+max ms\s+non-2xx\s+errors\s+CPU µs\/req\s+kernel\s+× wrk\n/, 'the paced table has the CPU columns');
+  t.match(table, /\ngateway\s+0\.20\s+9\.00\s+18\.00\s+0\s+0\s+17\.0\s+9\.0\s+1\.70×\n/, "the gateway's paced CPU, its kernel part, and its ratio to its wrk cost (10 µs)");
+  t.match(table, /\ndirect\s+0\.20\s+1\.00\s+2\.00\s+0\s+0\s+-\s+-\s+-\n/, 'none measured: dashes, not zeros');
   const lateness = table.slice(table.indexOf("the generator's own lateness"), table.indexOf("the host's busiest kernel threads"));
   t.match(lateness, /direct\s+0\.30\s+4\.00\s+0\.10\s+2\.00\s+0\.90\n/, 'lateness and the p99 at receipt');
   t.match(lateness, /nginx\s+-\s+-\s+-\s+-\s+-\n/, 'no quantile where nothing was measured, not a zero');

@@ -166,6 +166,10 @@ t.test('the scheduler’s view: the server’s threads, its upstream’s, the ge
   t.equal(result.errors, 0);
   t.ok(result.scheduler && result.scheduler.main.runMs >= 200, `the server's main thread ran (${result.scheduler?.main.runMs} ms)`);
   t.ok(result.upstreamScheduler && result.upstreamScheduler.main.runMs >= 200, 'the upstream, read over the same run');
+  // Each answer costs the server ≥ 1 ms of CPU (its clock read in a loop: user and system time).
+  const cpu = result.cpuUsPerRequest.service ?? 0;
+  t.ok(cpu >= 800, `the server's CPU per request (${cpu} µs)`);
+  t.ok(result.kernelUsPerRequest !== undefined && result.kernelUsPerRequest >= 0 && result.kernelUsPerRequest <= cpu, `of it in the kernel: ${result.kernelUsPerRequest} µs`);
   const generator = result.generatorScheduler;
   t.ok(generator && generator.runMs > 0 && generator.waitMs >= 0 && generator.preempted >= 0, `paced.c reports its own (${JSON.stringify(generator)})`);
   t.ok(generator && generator.runMs < result.scheduler!.main.runMs, 'its own, not the server’s');
