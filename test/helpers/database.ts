@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { contentKey } from './made-once.ts';
+import { contentKey, MIGRATED_SCHEMA_INPUTS } from './made-once.ts';
 
 /**
  * A new database for one test file when the suite runs against PostgreSQL (TEST_DATABASE_URL or
@@ -85,8 +85,7 @@ function migratedTemplate(server: string): Promise<string> {
 }
 
 async function makeTemplate(server: string, admin: string): Promise<string> {
-  // What makes a template stale: the migrations and the store that runs them.
-  const name = `${TEMPLATE_PREFIX}${contentKey(['migrations', 'src/store/database.ts', 'node_modules/@mikro-orm/migrations/package.json'])}`;
+  const name = `${TEMPLATE_PREFIX}${contentKey(MIGRATED_SCHEMA_INPUTS)}`;
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
   try {

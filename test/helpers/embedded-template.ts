@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Store } from '../../src/store/database.ts';
-import { contentKey, makeOnce, removeStale } from './made-once.ts';
+import { contentKey, makeOnce, MIGRATED_SCHEMA_INPUTS, removeStale } from './made-once.ts';
 
 // A fresh embedded database costs PGlite's initdb (over a second of CPU) plus every migration, and
 // the suite opens hundreds of them. Tests start instead from a copy of one data directory that the
@@ -32,13 +32,15 @@ function memoryFileSystem(): string | undefined {
 
 let template: Promise<string> | undefined;
 
+/** What makes the embedded template stale: what shapes any migrated database, and the PGlite build. */
+export const EMBEDDED_TEMPLATE_INPUTS: readonly string[] = [...MIGRATED_SCHEMA_INPUTS, 'src/store/embedded.ts', 'node_modules/@electric-sql/pglite/package.json'];
+
 /** The migrated template directory, made once per suite run and set of migrations (test/helpers/made-once.ts). */
 function migratedTemplate(): Promise<string> {
   template ??= (async () => {
     const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
     const prefix = `kg-test-pglite-${uid}-`;
-    // What makes a template stale: the migrations and the PGlite build.
-    const name = `${prefix}${contentKey(['migrations', 'src/store/embedded.ts', 'node_modules/@electric-sql/pglite/package.json'])}`;
+    const name = `${prefix}${contentKey(EMBEDDED_TEMPLATE_INPUTS)}`;
     const final = path.join(SCRATCH_DIRECTORY, name);
     if (fs.existsSync(path.join(final, 'PG_VERSION'))) return final;
     // Templates of other migration sets, untouched for a day (another worktree may be using a recent one).

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { contentKey, makeOnce, removeStale } from './made-once.ts';
+import { contentKey, makeOnce, MIGRATED_SCHEMA_INPUTS, removeStale } from './made-once.ts';
 
 const scratchDirectory = (t: { teardown(fn: () => unknown): void }) => {
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'kg-made-once-'));
@@ -61,4 +61,12 @@ t.test('removeStale: others of the prefix untouched for long enough, not the cur
   for (const name of ['p-current', 'p-old', 'other-old']) fs.utimesSync(path.join(parent, name), old, old);
   removeStale(parent, 'p-', 'p-current', 3_600_000);
   t.same(fs.readdirSync(parent).sort(), ['other-old', 'p-current', 'p-recent']);
+});
+
+t.test('the templates of migrated databases are made again when the ORM’s migrator changes, not only the migrations', async (t) => {
+  const { EMBEDDED_TEMPLATE_INPUTS } = await import('./embedded-template.ts');
+  for (const input of MIGRATED_SCHEMA_INPUTS) t.ok(EMBEDDED_TEMPLATE_INPUTS.includes(input), `the embedded template is keyed by ${input}`);
+  t.ok(MIGRATED_SCHEMA_INPUTS.includes('node_modules/@mikro-orm/migrations/package.json'), 'the migrator (it makes its own table)');
+  t.ok(MIGRATED_SCHEMA_INPUTS.includes('migrations'), 'the migrations');
+  for (const input of EMBEDDED_TEMPLATE_INPUTS) t.ok(fs.existsSync(path.resolve(import.meta.dirname, '../..', input)), `${input} is there to hash`);
 });

@@ -8,6 +8,14 @@ import path from 'node:path';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
+/**
+ * What shapes a migrated database, for the templates made from it (test/helpers/embedded-template.ts,
+ * test/helpers/database.ts): the migrations, the store that runs them, and the ORM's migrator, which
+ * makes its own table (`mikro_orm_migrations`: its columns changed between MikroORM 6 and 7, and a
+ * template another checkout made with the other one was taken as current).
+ */
+export const MIGRATED_SCHEMA_INPUTS: readonly string[] = ['migrations', 'src/store/database.ts', 'node_modules/@mikro-orm/migrations/package.json'];
+
 /** A short hash of what `paths` (files, or directories walked in name order; relative ones in the checkout) hold. */
 export function contentKey(paths: readonly string[]): string {
   const hash = createHash('sha256');
