@@ -138,7 +138,7 @@ t.test("a request's own id is kept from the bytes it was drawn from, not read ba
   const other = proxied();
   const { bytes: otherBytes, at: otherAt } = other.drawnRequestId;
   otherBytes[otherAt] = otherBytes[otherAt]! ^ 0xff;
-  const otherText = requestIdText(other.drawnRequestId.bytes, other.drawnRequestId.at, Buffer.alloc(40));
+  const otherText = requestIdText(otherBytes, otherAt, Buffer.alloc(40));
   store.record(other, outcomeOf(other, 200, 1));
   t.equal((await store.latest(1))[0]?.decision.request_id, otherText, 'the record holds the bytes');
   t.equal(await store.find(other.requestId), undefined);
