@@ -382,7 +382,7 @@ export function ingressTable(result: IngressResult): string {
     lines.push('', `gateway: ${Math.round(summary.gateway.allocatedBytesPerRequest).toLocaleString('en-US')} bytes allocated in its V8 heap per request (median; ${Math.min(...allocated)}–${Math.max(...allocated)})`);
   }
   const faulted = (Object.keys(summary) as IngressTarget[]).filter((name) => summary[name].faultsPerRequest !== undefined);
-  if (faulted.length > 0) lines.push('', `minor page faults per request (median): ${faulted.map((name) => `${name} ${summary[name].faultsPerRequest}`).join(', ')}`);
+  if (faulted.length > 0) lines.push('', `minor page faults per request (median): ${faulted.map((name) => `${name} ${Math.round(summary[name].faultsPerRequest! * 1000) / 1000}`).join(', ')}`);
   const counted = (Object.keys(summary) as IngressTarget[]).filter((name) => rounds[name].some((run) => run.kernelEventsPerRequest));
   if (counted.length > 0) lines.push('', kernelEventsTable(rounds, counted));
   if (result.paced) {

@@ -109,3 +109,15 @@ t.test('the paced report: the generator’s lateness, the kernel threads, the re
   t.match(table, /added p99 \(gateway p99 − direct p99\): 8 ms; 40 of its paced requests took over 10 ms as the generator counts/);
   t.match(table, /p99 ≤ 2\.5 ms \(histogram buckets, 6000 requests\), 3 over 10 ms \(warm-up included\)/);
 });
+
+t.test('page faults per request print with three decimals: a median of two rounds is not 0.013999999999999999', async (t) => {
+  const run = { requests: 1000, durationS: 1, rps: 1000, cpuUsPerRequest: 10, latencyMs: { p50: 1, p99: 2, max: 3 }, non2xx: 0, socketErrors: 0 };
+  const summary = (faults: number) => ({ cpuUsPerRequest: 10, faultsPerRequest: faults, rps: 1000, cpuVsNginx: 1, rpsVsNginx: 1 });
+  const table = ingressTable({
+    settings: { threads: 1, connections: 32, durationS: 1, rounds: 2, pacedShare: 0, pacedDurationS: 1 },
+    tools: { wrk: 'wrk 4', nginx: 'nginx 1' },
+    rounds: { direct: [run, run], nginx: [run, run], 'bare-proxy': [run, run], gateway: [run, run] },
+    summary: { direct: summary(0), nginx: summary(0), 'bare-proxy': summary(0.0035), gateway: summary((0.007 + 0.021) / 2) },
+  });
+  t.match(table, /minor page faults per request \(median\): direct 0, nginx 0, bare-proxy 0\.004, gateway 0\.014$/m);
+});
