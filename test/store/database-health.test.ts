@@ -34,6 +34,11 @@ async function directStore(t: Test, databaseUrl: string): Promise<Store> {
   return store;
 }
 
+/** Connections the store's pool has handed out and not had back. */
+function checkedOut(store: Store): number {
+  return (store.orm.em.getConnection().getKnex().client as { pool: { numUsed(): number } }).pool.numUsed();
+}
+
 async function timed(work: () => Promise<unknown>): Promise<{ error: unknown; ms: number }> {
   const started = Date.now();
   try {
@@ -157,6 +162,37 @@ t.test('a node cut off inside a transaction does not hold its locks for long', a
   }, 5000, 50);
   t.ok(freed, 'the server ended the idle transaction: the lock is free for the other nodes');
   await t.rejects(cutOff, 'the cut-off transaction did not commit');
+});
+
+t.test('a transaction cut off gives its pooled connection back: a pool of one serves again after the partition', async (t) => {
+  // Cut while a statement of the transaction is under way, and while its COMMIT is: either way the
+  // rollback that follows fails on the dead connection, and the connection must still leave the pool.
+  // (MikroORM 7's kysely 0.29.6 kept it checked out, kysely-org/kysely#1990: the next one waited forever.)
+  for (const when of ['statement', 'commit'] as const) {
+    const database = await createTestDatabase(SERVER);
+    const server = new URL(SERVER);
+    const relay = await startTcpRelay(server.hostname, Number(server.port || 5432));
+    const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), poolSize: 1, connectTimeoutMs: TIMEOUT_MS, queryTimeoutMs: TIMEOUT_MS, acquireTimeoutMs: 2000 });
+    store.watchHealth();
+    t.teardown(async () => {
+      relay.restore();
+      await store.close();
+      await relay.close();
+      await database.drop();
+    });
+    const cutOff = store.transaction(async (em) => {
+      await em.getConnection().execute('select 1', [], 'run', em.getTransactionContext());
+      relay.cut('blackhole');
+      if (when === 'statement') await em.getConnection().execute('select 1', [], 'run', em.getTransactionContext());
+    });
+    await t.rejects(cutOff, `${when}: the cut-off transaction failed`);
+    t.ok(await eventually(() => !store.health.reachable, 5000, 50), `${when}: the probe confirmed the partition`);
+    relay.restore();
+    t.ok(await eventually(() => store.health.reachable, 5000, 50), `${when}: the probe found the database back`);
+    t.equal(checkedOut(store), 0, `${when}: no connection is still checked out`);
+    const answered = await timed(() => store.transaction((em) => em.getConnection().execute('select 1 as one', [], 'all', em.getTransactionContext())));
+    t.equal(answered.error, undefined, `${when}: the pool's one connection serves the next transaction`);
+  }
 });
 
 t.test('too many connections (53300) is a 503, not a partition', async (t) => {
