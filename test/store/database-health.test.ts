@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { DatabaseHealth } from '../../src/store/database-health.ts';
-import { Store } from '../../src/store/database.ts';
+import { Store, type StoreOptions } from '../../src/store/database.ts';
 import { databaseUnavailable, isDatabaseKnownUnreachable } from '../../src/store/unavailable.ts';
 import { createTestDatabase, LOCAL_POSTGRES } from '../helpers/database.ts';
 import { eventually } from '../helpers/keystone-client.ts';
@@ -10,11 +10,11 @@ import { startTcpRelay } from '../helpers/tcp-relay.ts';
 const SERVER = process.env.TEST_DATABASE_URL || LOCAL_POSTGRES;
 const TIMEOUT_MS = 500;
 
-async function partitionable(t: Test, timeoutMs = TIMEOUT_MS) {
+async function partitionable(t: Test, timeoutMs = TIMEOUT_MS, options: Pick<StoreOptions, 'poolSize'> = {}) {
   const database = await createTestDatabase(SERVER);
   const server = new URL(SERVER);
   const relay = await startTcpRelay(server.hostname, Number(server.port || 5432));
-  const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), connectTimeoutMs: timeoutMs, queryTimeoutMs: timeoutMs, acquireTimeoutMs: 2000 });
+  const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), connectTimeoutMs: timeoutMs, queryTimeoutMs: timeoutMs, acquireTimeoutMs: 2000, ...options });
   store.watchHealth();
   const changes: boolean[] = [];
   store.health.onChange((reachable) => changes.push(reachable));
@@ -169,17 +169,7 @@ t.test('a transaction cut off gives its pooled connection back: a pool of one se
   // rollback that follows fails on the dead connection, and the connection must still leave the pool.
   // (MikroORM 7's kysely 0.29.6 kept it checked out, kysely-org/kysely#1990: the next one waited forever.)
   for (const when of ['statement', 'commit'] as const) {
-    const database = await createTestDatabase(SERVER);
-    const server = new URL(SERVER);
-    const relay = await startTcpRelay(server.hostname, Number(server.port || 5432));
-    const store = await Store.open({ databaseUrl: relay.urlFor(database.url!), poolSize: 1, connectTimeoutMs: TIMEOUT_MS, queryTimeoutMs: TIMEOUT_MS, acquireTimeoutMs: 2000 });
-    store.watchHealth();
-    t.teardown(async () => {
-      relay.restore();
-      await store.close();
-      await relay.close();
-      await database.drop();
-    });
+    const { store, relay } = await partitionable(t, TIMEOUT_MS, { poolSize: 1 });
     const cutOff = store.transaction(async (em) => {
       await em.getConnection().execute('select 1', [], 'run', em.getTransactionContext());
       relay.cut('blackhole');
