@@ -32,4 +32,4 @@ USER node
 # (bench/README.md, 2026-11-29), and V8's compiler memory in its own pooled pages instead of the
 # threads' malloc arenas, which kept 18-23 MB per process (2026-11-30); V8 gives pooled pages back to
 # the system 1-2 s after they are freed instead of 8-16 s (2026-11-30, third sitting).
-CMD ["node", "--min-semi-space-size=16", "--max-semi-space-size=16", "--managed-zone-memory", "--memory-pool-timeout=1", "dist/main.js"]
+CMD ["node", "--min-semi-space-size=16", "--max-semi-space-size=16", "--managed-zone-memory", "--memory-pool-timeout=1", "--no-memory-reducer", "dist/main.js"]
