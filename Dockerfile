@@ -31,5 +31,6 @@ USER node
 # generation of 16 MB semi-spaces that neither shrinks when idle nor grows to Node 26's 32 MB
 # (bench/README.md, 2026-11-29), and V8's compiler memory in its own pooled pages instead of the
 # threads' malloc arenas, which kept 18-23 MB per process (2026-11-30); V8 gives pooled pages back to
-# the system 1-2 s after they are freed instead of 8-16 s (2026-11-30, third sitting).
+# the system 1-2 s after they are freed instead of 8-16 s (2026-11-30, third sitting); and no memory
+# reducer, whose watchdog compacted the whole heap under load, a 47 ms pause (2026-12-04, fifth sitting).
 CMD ["node", "--min-semi-space-size=16", "--max-semi-space-size=16", "--managed-zone-memory", "--memory-pool-timeout=1", "--no-memory-reducer", "dist/main.js"]

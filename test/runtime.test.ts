@@ -28,7 +28,7 @@ t.test('the container and the benchmark start node with the flags of npm start',
   t.ok(flags.includes('--memory-pool-timeout=1'), `and gives them back after 1-2 s: ${flags.join(' ')}`);
   // V8's memory reducer shrinks the heap with a compacting mark-compact when it judges the process
   // idle, and by its watchdog 100 s after a growing mark-compact whatever the load: a 47 ms pause
-  // under the gateway's paced load, where an ordinary one took 7-20 (bench/README.md, 2026-12-04, fifth sitting).
+  // under the gateway's paced load, where an ordinary one took 5-20 (bench/README.md, 2026-12-04, fifth sitting).
   t.ok(flags.includes('--no-memory-reducer'), `and does not compact the whole heap to shrink it while serving: ${flags.join(' ')}`);
   // A V8 flag a later Node drops makes node refuse to start ("bad option"): the service would not come up.
   const run = spawnSync(process.execPath, [...flags, '-e', '0'], { encoding: 'utf8' });
