@@ -461,6 +461,22 @@ export function ingressTable(result: IngressResult): string {
           (eventLoopDelayMs ? ` event-loop delay p99 ${eventLoopDelayMs.p99} ms, max ${eventLoopDelayMs.max} ms` : ''),
       );
     }
+    const placed = Object.entries(result.paced.results).filter(([, paced]) => paced?.placement);
+    if (placed.length > 0) {
+      // A main thread short of its CPU for tens of ms builds a queue its event loop cannot see.
+      lines.push(
+        '',
+        `where each target's main threads waited (BENCH_PACED_TIMELINE; sampled each ms by the generator): % of samples with one runnable on the generator's CPU / on a runnable upstream's CPU`,
+        '',
+        `${'target'.padEnd(12)}  ${'all slots'.padStart(16)}  ${'slots where a queue built up'.padStart(30)}`,
+      );
+      for (const [name, paced] of placed) {
+        const { all, queueBuilding } = paced!.placement!;
+        lines.push(
+          `${name.padEnd(12)}  ${`${all.behindGeneratorPercent} / ${all.besideUpstreamPercent}`.padStart(16)}  ${`${queueBuilding.behindGeneratorPercent} / ${queueBuilding.besideUpstreamPercent} (${queueBuilding.slots} slots)`.padStart(30)}`,
+        );
+      }
+    }
     const gc = result.paced.gatewayGc;
     if (gc) {
       lines.push(

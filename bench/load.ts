@@ -97,6 +97,25 @@ export interface ScenarioResult {
   inServiceMs?: { requests: number; p50AtMost: number; p99AtMost: number; /** Answered in over 10 ms (the histogram's 10 ms bucket). */ overTenMs?: number };
   /** Requests of a paced run's measured window answered in over 10 ms, as bench/paced.c counted them. */
   overTenMs?: number;
+  /** Where the target's main threads waited for a CPU during a paced run (BENCH_PACED_TIMELINE; bench/paced.ts placementOf). */
+  placement?: Placement;
+}
+
+/**
+ * Samples (one per ms of the measured window) of the target's main threads: the share in which one
+ * was runnable on the CPU the generator was running on (waiting behind it), and the share in which one
+ * was runnable on the CPU of a runnable upstream (one of the two waiting).
+ */
+export interface PlacementShare {
+  slots: number;
+  samples: number;
+  behindGeneratorPercent: number;
+  besideUpstreamPercent: number;
+}
+export interface Placement {
+  all: PlacementShare;
+  /** The 10 ms slots whose worst latency was over 1 ms above the slot before's: a queue building up. */
+  queueBuilding: PlacementShare;
 }
 
 /** The running autocannon instance, so Ctrl-C can stop it. */

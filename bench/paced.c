@@ -14,6 +14,7 @@
  * timeouts, latencies (ms: p50 p90 p99 p999 max mean), how many took over 10 ms, the window's
  * duration, the latencies counted to the kernel's receipt of each answer (SO_TIMESTAMPNS), and the
  * generator's own lateness and scheduling (ms on a CPU, ms waiting for one, involuntary switches).
+ * PACED_TIMELINE=file (and PACED_WATCH=pids;pids): the measured window slot by slot (see below).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -88,6 +90,15 @@ static double realtime_minus_monotonic;
 static double *slot_worst;
 static uint64_t *slot_requests;
 static size_t slot_count;
+
+/* PACED_WATCH=server pids;upstream pids (each comma-separated), with PACED_TIMELINE: every ms of the
+ * measured window, where the server's main threads are. One runnable on this generator's CPU while the
+ * generator runs there is waiting behind it; one runnable on the CPU of a runnable upstream, one of the
+ * two waits. Counted per slot (of sampling time), to line a queue building up with who held its CPU. */
+#define MAX_WATCHED 64
+static int watched_pid[MAX_WATCHED], watched_upstream[MAX_WATCHED], watched_count;
+static uint32_t *slot_samples, *slot_behind_generator, *slot_beside_upstream;
+static double next_sample;
 
 /* Scheduled times waiting for a free connection (a ring). */
 static double *pending;
@@ -350,6 +361,54 @@ static void readable(struct connection *c) {
   }
 }
 
+/* A thread's state (R: running or waiting for a CPU) and the CPU it is on or queued for, from
+ * /proc/<pid>/stat (fields 3 and 39; the name in field 2 may hold spaces and parentheses). */
+static int thread_placement(int pid, char *state, int *cpu) {
+  char path[64], text[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return -1;
+  ssize_t length = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (length <= 0) return -1;
+  text[length] = 0;
+  char *field = strrchr(text, ')');
+  if (!field || field[1] != ' ') return -1;
+  field += 2;
+  *state = *field;
+  for (int number = 3; number < 39; number++) {
+    field = strchr(field, ' ');
+    if (!field) return -1;
+    field++;
+  }
+  *cpu = atoi(field);
+  return 0;
+}
+
+static void sample_placement(double now) {
+  if (!watched_count || now < next_sample || now < measure_from || now >= measure_until) return;
+  next_sample = now + 1.0;
+  size_t slot = (size_t)((now - measure_from) / SLOT_MS);
+  if (slot >= slot_count) return;
+  int mine = sched_getcpu();
+  int behind = 0, beside = 0;
+  int upstream_running[1024] = {0};
+  char states[MAX_WATCHED];
+  int cpus[MAX_WATCHED];
+  for (int i = 0; i < watched_count; i++) {
+    if (thread_placement(watched_pid[i], &states[i], &cpus[i]) != 0) states[i] = '?';
+    if (watched_upstream[i] && states[i] == 'R' && cpus[i] >= 0 && cpus[i] < 1024) upstream_running[cpus[i]] = 1;
+  }
+  for (int i = 0; i < watched_count; i++) {
+    if (watched_upstream[i] || states[i] != 'R') continue;
+    if (cpus[i] == mine) behind = 1;
+    if (cpus[i] >= 0 && cpus[i] < 1024 && upstream_running[cpus[i]]) beside = 1;
+  }
+  slot_samples[slot]++;
+  slot_behind_generator[slot] += behind;
+  slot_beside_upstream[slot] += beside;
+}
+
 static void dispatch(double scheduled) {
   for (int i = 0; i < connection_count; i++) {
     struct connection *c = &connections[i];
@@ -429,6 +488,24 @@ int main(int argc, char **argv) {
     slot_count = (size_t)(duration_ms / SLOT_MS) + 1;
     slot_worst = calloc(slot_count, sizeof *slot_worst);
     slot_requests = calloc(slot_count, sizeof *slot_requests);
+    const char *watch = getenv("PACED_WATCH");
+    if (watch && *watch) {
+      int upstream = 0;
+      for (const char *at = watch; *at && watched_count < MAX_WATCHED;) {
+        if (*at == ';') upstream = 1;
+        if (*at >= '0' && *at <= '9') {
+          char *end;
+          watched_pid[watched_count] = (int)strtol(at, &end, 10);
+          watched_upstream[watched_count++] = upstream;
+          at = end;
+          continue;
+        }
+        at++;
+      }
+      slot_samples = calloc(slot_count, sizeof *slot_samples);
+      slot_behind_generator = calloc(slot_count, sizeof *slot_behind_generator);
+      slot_beside_upstream = calloc(slot_count, sizeof *slot_beside_upstream);
+    }
   }
   double next = start;
   struct epoll_event events[256];
@@ -448,17 +525,25 @@ int main(int argc, char **argv) {
     }
     if (next >= measure_until && now > measure_until + timeout_ms * 2) break;
     double wait = next < measure_until ? next - now : 50;
+    /* Sampling where the watched threads are needs a wake-up each ms, whatever the rate. */
+    if (watched_count && now < measure_until && next_sample - now < wait) wait = next_sample - now;
     if (wait < 0) wait = 0;
     struct timespec timeout = {.tv_sec = (time_t)(wait / 1e3), .tv_nsec = (long)((wait - (double)(long)(wait / 1e3) * 1e3) * 1e6)};
     int ready = epoll_pwait2(epoll_fd, events, 256, &timeout, NULL);
     for (int i = 0; i < ready; i++) readable(events[i].data.ptr);
+    sample_placement(now_ms());
   }
 
   if (slot_count) {
     FILE *out = fopen(timeline, "w");
     if (out) {
-      fprintf(out, "# wall-clock ms (Unix epoch) at the slot's start, requests scheduled in it, worst latency ms\n");
-      for (size_t i = 0; i < slot_count; i++) fprintf(out, "%.0f %llu %.3f\n", wall_from + (double)i * SLOT_MS, (unsigned long long)slot_requests[i], slot_worst[i]);
+      fprintf(out, "# wall-clock ms (Unix epoch) at the slot's start, requests scheduled in it, worst latency ms%s\n",
+              watched_count ? "; with PACED_WATCH, samples taken in the slot, of them with a server thread waiting behind the generator, beside a runnable upstream" : "");
+      for (size_t i = 0; i < slot_count; i++) {
+        fprintf(out, "%.0f %llu %.3f", wall_from + (double)i * SLOT_MS, (unsigned long long)slot_requests[i], slot_worst[i]);
+        if (watched_count) fprintf(out, " %u %u %u", slot_samples[i], slot_behind_generator[i], slot_beside_upstream[i]);
+        fputc('\n', out);
+      }
       fclose(out);
     }
   }

@@ -5,11 +5,11 @@
  * against nginx answering directly at 12,700 req/s).
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { GeneratorLag, LatencyQuantiles, LoadSettings, ScenarioResult } from './load.ts';
-import { cpuTimes, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
+import type { GeneratorLag, LatencyQuantiles, LoadSettings, Placement, ScenarioResult } from './load.ts';
+import { cpuTimes, kernelThreadCounters, kernelThreadGrowth, processTree, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
 
 const run = promisify(execFile);
 
@@ -59,13 +59,17 @@ export async function runExternalPaced(
   const scheduledBefore = schedulerCounters(target.pids);
   const upstreamBefore = target.upstreamPids && schedulerCounters(target.upstreamPids);
   const kernelBefore = kernelThreadCounters();
+  // BENCH_PACED_TIMELINE=prefix: each target's worst latency per 10 ms slot in prefix-<target> (bench/paced.c),
+  // and where the target's main threads were each ms: behind the generator, or beside the upstream, on one CPU.
+  const timeline = process.env.BENCH_PACED_TIMELINE ? `${process.env.BENCH_PACED_TIMELINE}-${target.name}` : '';
+  const watch = timeline ? `${processTree(target.pids).join(',')};${processTree(target.upstreamPids ?? []).join(',')}` : '';
   // The CPU is read around the whole run, warm-up included, so it is divided by every request
   // scheduled in it (the report's `sent` counts the measured window only).
   const { stdout } = await run(binary, [url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
     maxBuffer: 1 << 20,
-    // BENCH_PACED_TIMELINE=prefix: each target's worst latency per 10 ms slot in prefix-<target> (bench/paced.c).
-    env: { ...process.env, PACED_TIMELINE: process.env.BENCH_PACED_TIMELINE ? `${process.env.BENCH_PACED_TIMELINE}-${target.name}` : '' },
+    env: { ...process.env, PACED_TIMELINE: timeline, PACED_WATCH: watch },
   });
+  const placement = timeline ? placementOf(readFileSync(timeline, 'utf8')) : undefined;
   const scheduler = schedulerGrowth(scheduledBefore, schedulerCounters(target.pids));
   const upstreamScheduler = upstreamBefore && schedulerGrowth(upstreamBefore, schedulerCounters(target.upstreamPids!));
   // None seen at all (a container's /proc): none reported, rather than "none busy".
@@ -100,5 +104,26 @@ export async function runExternalPaced(
     ...(report.arrivalLatencyMs ? { arrivalLatencyMs: report.arrivalLatencyMs } : {}),
     ...(report.overTenMs === undefined ? {} : { overTenMs: report.overTenMs }),
     ...(kernelThreads ? { kernelThreads } : {}),
+    ...(placement ? { placement } : {}),
   };
+}
+
+/**
+ * What a timeline with PACED_WATCH columns says of where the target's main threads waited: over the
+ * whole window, and over the slots in which a queue built up (the worst latency over 1 ms above the
+ * slot before's), where a thread short of its CPU shows first. Undefined without those columns.
+ */
+export function placementOf(timeline: string): Placement | undefined {
+  const slots = timeline
+    .split('\n')
+    .filter((line) => line && !line.startsWith('#'))
+    .map((line) => line.split(' ').map(Number));
+  if (slots.length === 0 || slots.some((slot) => slot.length < 6)) return undefined;
+  const share = (chosen: number[][]) => {
+    const samples = chosen.reduce((sum, slot) => sum + slot[3]!, 0);
+    const percent = (column: number) => (samples ? Math.round((chosen.reduce((sum, slot) => sum + slot[column]!, 0) * 1000) / samples) / 10 : 0);
+    return { slots: chosen.length, samples, behindGeneratorPercent: percent(4), besideUpstreamPercent: percent(5) };
+  };
+  const building = slots.filter((slot, index) => index > 0 && slot[2]! > slots[index - 1]![2]! + 1);
+  return { all: share(slots), queueBuilding: share(building) };
 }

@@ -1,9 +1,12 @@
-import { readdirSync, readlinkSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
-import { compilePaced, runExternalPaced } from '../../bench/paced.ts';
-import { cleanup } from '../../bench/processes.ts';
+import { compilePaced, placementOf, runExternalPaced } from '../../bench/paced.ts';
+import { cleanup, tempDirectory } from '../../bench/processes.ts';
 
 // bench/paced.c times the gateway's tail: it must read every answer whole (Content-Length, chunked,
 // none), count statuses, and charge a stall to every request scheduled behind it (open loop).
@@ -176,4 +179,83 @@ t.test('the scheduler’s view: the server’s threads, its upstream’s, the ge
 
   const direct = await runExternalPaced(compiled.binary, target(base), settings, 200);
   t.equal(direct.upstreamScheduler, undefined, 'no upstream named, none read');
+});
+
+/**
+ * A server in its own process, pinned to `cpu`, whose main thread spins from its first request for
+ * BUSY_MS (answering between 5 ms spins), then idles; with UPSTREAM, its first request also starts
+ * that one spinning. Idle before and after, so the run's settling around it ends.
+ */
+async function busyServer(t: Test, cpu: number, upstream?: string): Promise<{ url: string; pid: number }> {
+  const source = `
+    const http = require('node:http');
+    let busyUntil = 0;
+    const spin = () => { const end = Date.now() + 5; while (Date.now() < end); if (Date.now() < busyUntil) setImmediate(spin); };
+    http.createServer((request, response) => {
+      if (!busyUntil) {
+        busyUntil = Date.now() + 1500;
+        if (process.env.UPSTREAM) http.get(process.env.UPSTREAM, (answer) => answer.resume());
+        setImmediate(spin);
+      }
+      response.end('ok');
+    }).listen(0, '127.0.0.1', function () { console.log(this.address().port); });`;
+  const child = spawn('taskset', ['-c', String(cpu), process.execPath, '-e', source], { env: { ...process.env, UPSTREAM: upstream ?? '' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => void child.kill('SIGKILL'));
+  const port = await new Promise<string>((resolve, reject) => {
+    child.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString().trim()));
+    child.once('error', reject);
+  });
+  return { url: `http://127.0.0.1:${port}`, pid: child.pid! };
+}
+
+t.test('where the server waited: behind the generator on its CPU, or beside its upstream (BENCH_PACED_TIMELINE)', async (t) => {
+  if (!('binary' in compiled)) return t.fail(compiled.unavailable);
+  t.ok(os.availableParallelism() >= 2, 'two CPUs at least (the machines have two)');
+  const directory = tempDirectory('kg-paced-placement-');
+  // The generator pinned to CPU 0 by a wrapper, so that where the servers wait is known.
+  const pinned = path.join(directory, 'paced-on-cpu0');
+  writeFileSync(pinned, `#!/bin/sh\nexec taskset -c 0 '${compiled.binary}' "$@"\n`);
+  chmodSync(pinned, 0o755);
+  const previous = process.env.BENCH_PACED_TIMELINE;
+  process.env.BENCH_PACED_TIMELINE = path.join(directory, 'timeline');
+  t.teardown(() => {
+    if (previous === undefined) delete process.env.BENCH_PACED_TIMELINE;
+    else process.env.BENCH_PACED_TIMELINE = previous;
+  });
+
+  const sharing = await busyServer(t, 0);
+  const shared = await runExternalPaced(pinned, { ...target(sharing.url), name: 'shared', pids: [sharing.pid] }, settings, 200);
+  t.ok(shared.placement, 'reported when the timeline is asked for');
+  t.ok(shared.placement!.all.samples >= 500, `sampled each ms of the measured second (${shared.placement!.all.samples})`);
+  t.ok(shared.placement!.all.behindGeneratorPercent >= 50, `a server spinning on the generator's CPU waits behind it (${shared.placement!.all.behindGeneratorPercent} %)`);
+  t.equal(shared.placement!.all.besideUpstreamPercent, 0, 'no upstream, none beside');
+  const columns = readFileSync(`${process.env.BENCH_PACED_TIMELINE}-shared`, 'utf8').split('\n')[1]!.split(' ');
+  t.equal(columns.length, 6, 'the timeline has the samples beside each slot');
+
+  const upstream = await busyServer(t, 1);
+  const apart = await busyServer(t, 1, upstream.url);
+  const beside = await runExternalPaced(pinned, { ...target(apart.url), name: 'beside', pids: [apart.pid], upstreamPids: [upstream.pid] }, settings, 200);
+  t.ok(beside.placement!.all.behindGeneratorPercent <= 5, `a server on the other CPU is not behind the generator (${beside.placement!.all.behindGeneratorPercent} %)`);
+  t.ok(beside.placement!.all.besideUpstreamPercent >= 50, `it shares that CPU with its spinning upstream (${beside.placement!.all.besideUpstreamPercent} %)`);
+
+  delete process.env.BENCH_PACED_TIMELINE;
+  const plain = await runExternalPaced(pinned, target(apart.url), settings, 200);
+  t.equal(plain.placement, undefined, 'without the timeline, not sampled');
+});
+
+t.test('placementOf: the shares over all slots and over those where a queue built up', async (t) => {
+  const timeline = [
+    '# header',
+    // slot, requests, worst ms, samples, behind the generator, beside the upstream
+    '1000 2 0.5 10 0 0',
+    '1010 2 3.0 10 10 0', // +2.5 ms: building, all behind
+    '1020 2 2.0 10 0 5', // draining
+    '1030 2 3.5 10 0 10', // +1.5 ms: building, all beside
+    '1040 2 4.0 10 0 0', // +0.5 ms: not counted as building
+  ].join('\n');
+  t.same(placementOf(timeline), {
+    all: { slots: 5, samples: 50, behindGeneratorPercent: 20, besideUpstreamPercent: 30 },
+    queueBuilding: { slots: 2, samples: 20, behindGeneratorPercent: 50, besideUpstreamPercent: 50 },
+  });
+  t.equal(placementOf('# header\n1000 2 0.5\n'), undefined, 'a timeline without PACED_WATCH has none');
 });
