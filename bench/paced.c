@@ -525,8 +525,8 @@ int main(int argc, char **argv) {
     }
     if (next >= measure_until && now > measure_until + timeout_ms * 2) break;
     double wait = next < measure_until ? next - now : 50;
-    /* Sampling where the watched threads are needs a wake-up each ms, whatever the rate. */
-    if (watched_count && now < measure_until && next_sample - now < wait) wait = next_sample - now;
+    /* Sampling where the watched threads are needs a wake-up each ms of the window, whatever the rate. */
+    if (watched_count && now >= measure_from && now < measure_until && next_sample - now < wait) wait = next_sample - now;
     if (wait < 0) wait = 0;
     struct timespec timeout = {.tv_sec = (time_t)(wait / 1e3), .tv_nsec = (long)((wait - (double)(long)(wait / 1e3) * 1e3) * 1e6)};
     int ready = epoll_pwait2(epoll_fd, events, 256, &timeout, NULL);
