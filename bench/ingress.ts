@@ -13,7 +13,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { countKernelEvents, shortEventName, tcpCounters, tcpGrowth } from './kernel-events.ts';
-import { runPacedScenario, serviceView, type LoadSettings, type ScenarioResult } from './load.ts';
+import { runPacedScenario, serviceView, type LoadSettings, type PlacementShare, type ScenarioResult } from './load.ts';
 import { compilePaced, runExternalPaced } from './paced.ts';
 import { cpuTimes, freePort, gcSummary, minorFaults, onCleanup, schedulerCounters, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess, type ThreadCounters } from './processes.ts';
 import type { Scenario } from './scenarios.ts';
@@ -466,15 +466,14 @@ export function ingressTable(result: IngressResult): string {
       // A main thread short of its CPU for tens of ms builds a queue its event loop cannot see.
       lines.push(
         '',
-        `where each target's main threads waited (BENCH_PACED_TIMELINE; sampled each ms by the generator): % of samples with one runnable on the generator's CPU / on a runnable upstream's CPU`,
+        `where each target's main threads waited (BENCH_PACED_TIMELINE; sampled each ms by the generator): % of samples with one runnable on the generator's CPU / on a runnable upstream's CPU; ms they ran / waited for a CPU per 10 ms slot`,
         '',
-        `${'target'.padEnd(12)}  ${'all slots'.padStart(16)}  ${'slots where a queue built up'.padStart(30)}`,
+        `${'target'.padEnd(12)}  ${'all slots'.padStart(26)}  ${'slots where a queue built up'.padStart(40)}`,
       );
+      const cell = (share: PlacementShare) => `${share.behindGeneratorPercent} / ${share.besideUpstreamPercent} %; ${share.runMsPerSlot} / ${share.waitMsPerSlot} ms`;
       for (const [name, paced] of placed) {
         const { all, queueBuilding } = paced!.placement!;
-        lines.push(
-          `${name.padEnd(12)}  ${`${all.behindGeneratorPercent} / ${all.besideUpstreamPercent}`.padStart(16)}  ${`${queueBuilding.behindGeneratorPercent} / ${queueBuilding.besideUpstreamPercent} (${queueBuilding.slots} slots)`.padStart(30)}`,
-        );
+        lines.push(`${name.padEnd(12)}  ${cell(all).padStart(26)}  ${`${cell(queueBuilding)} (${queueBuilding.slots} slots)`.padStart(40)}`);
       }
     }
     const gc = result.paced.gatewayGc;

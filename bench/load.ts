@@ -111,6 +111,9 @@ export interface PlacementShare {
   samples: number;
   behindGeneratorPercent: number;
   besideUpstreamPercent: number;
+  /** The main threads' time on a CPU and waiting for one, ms per 10 ms slot (summed over threads). */
+  runMsPerSlot: number;
+  waitMsPerSlot: number;
 }
 export interface Placement {
   all: PlacementShare;

@@ -98,6 +98,11 @@ static size_t slot_count;
 #define MAX_WATCHED 64
 static int watched_pid[MAX_WATCHED], watched_upstream[MAX_WATCHED], watched_count;
 static uint32_t *slot_samples, *slot_behind_generator, *slot_beside_upstream;
+/* And how long the server's main threads ran and waited for a CPU in each slot (µs, from
+ * /proc/<pid>/schedstat): a queue building while they waited is a CPU they did not get; while they
+ * ran, work that took longer than the rate allows. */
+static uint64_t *slot_run_us, *slot_wait_us;
+static unsigned long long watched_run_ns[MAX_WATCHED], watched_wait_ns[MAX_WATCHED];
 static double next_sample;
 
 /* Scheduled times waiting for a free connection (a ring). */
@@ -363,15 +368,22 @@ static void readable(struct connection *c) {
 
 /* A thread's state (R: running or waiting for a CPU) and the CPU it is on or queued for, from
  * /proc/<pid>/stat (fields 3 and 39; the name in field 2 may hold spaces and parentheses). */
-static int thread_placement(int pid, char *state, int *cpu) {
-  char path[64], text[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+/* /proc/<pid>/<file> into text, NUL-terminated; -1 if the process is gone. */
+static int read_proc(int pid, const char *file, char *text, size_t size) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
   int fd = open(path, O_RDONLY);
   if (fd < 0) return -1;
-  ssize_t length = read(fd, text, sizeof text - 1);
+  ssize_t length = read(fd, text, size - 1);
   close(fd);
   if (length <= 0) return -1;
   text[length] = 0;
+  return 0;
+}
+
+static int thread_placement(int pid, char *state, int *cpu) {
+  char text[1024];
+  if (read_proc(pid, "stat", text, sizeof text) != 0) return -1;
   char *field = strrchr(text, ')');
   if (!field || field[1] != ' ') return -1;
   field += 2;
@@ -383,6 +395,13 @@ static int thread_placement(int pid, char *state, int *cpu) {
   }
   *cpu = atoi(field);
   return 0;
+}
+
+/* A thread's time on a CPU and waiting for one, in ns since it started. */
+static int thread_times(int pid, unsigned long long *run_ns, unsigned long long *wait_ns) {
+  char text[128];
+  if (read_proc(pid, "schedstat", text, sizeof text) != 0) return -1;
+  return sscanf(text, "%llu %llu", run_ns, wait_ns) == 2 ? 0 : -1;
 }
 
 static void sample_placement(double now) {
@@ -398,6 +417,17 @@ static void sample_placement(double now) {
   for (int i = 0; i < watched_count; i++) {
     if (thread_placement(watched_pid[i], &states[i], &cpus[i]) != 0) states[i] = '?';
     if (watched_upstream[i] && states[i] == 'R' && cpus[i] >= 0 && cpus[i] < 1024) upstream_running[cpus[i]] = 1;
+  }
+  for (int i = 0; i < watched_count; i++) {
+    unsigned long long run_ns, wait_ns;
+    if (watched_upstream[i] || thread_times(watched_pid[i], &run_ns, &wait_ns) != 0) continue;
+    /* The first sample only sets the baseline. */
+    if (watched_run_ns[i] || watched_wait_ns[i]) {
+      slot_run_us[slot] += (run_ns - watched_run_ns[i]) / 1000;
+      slot_wait_us[slot] += (wait_ns - watched_wait_ns[i]) / 1000;
+    }
+    watched_run_ns[i] = run_ns;
+    watched_wait_ns[i] = wait_ns;
   }
   for (int i = 0; i < watched_count; i++) {
     if (watched_upstream[i] || states[i] != 'R') continue;
@@ -505,6 +535,8 @@ int main(int argc, char **argv) {
       slot_samples = calloc(slot_count, sizeof *slot_samples);
       slot_behind_generator = calloc(slot_count, sizeof *slot_behind_generator);
       slot_beside_upstream = calloc(slot_count, sizeof *slot_beside_upstream);
+      slot_run_us = calloc(slot_count, sizeof *slot_run_us);
+      slot_wait_us = calloc(slot_count, sizeof *slot_wait_us);
     }
   }
   double next = start;
@@ -538,10 +570,12 @@ int main(int argc, char **argv) {
     FILE *out = fopen(timeline, "w");
     if (out) {
       fprintf(out, "# wall-clock ms (Unix epoch) at the slot's start, requests scheduled in it, worst latency ms%s\n",
-              watched_count ? "; with PACED_WATCH, samples taken in the slot, of them with a server thread waiting behind the generator, beside a runnable upstream" : "");
+              watched_count ? "; with PACED_WATCH, samples taken in the slot, of them with a server thread waiting behind the generator, beside a runnable upstream; µs the server's main threads ran, waited for a CPU" : "");
       for (size_t i = 0; i < slot_count; i++) {
         fprintf(out, "%.0f %llu %.3f", wall_from + (double)i * SLOT_MS, (unsigned long long)slot_requests[i], slot_worst[i]);
-        if (watched_count) fprintf(out, " %u %u %u", slot_samples[i], slot_behind_generator[i], slot_beside_upstream[i]);
+        if (watched_count)
+          fprintf(out, " %u %u %u %llu %llu", slot_samples[i], slot_behind_generator[i], slot_beside_upstream[i], (unsigned long long)slot_run_us[i],
+                  (unsigned long long)slot_wait_us[i]);
         fputc('\n', out);
       }
       fclose(out);

@@ -109,20 +109,24 @@ export async function runExternalPaced(
 }
 
 /**
- * What a timeline with PACED_WATCH columns says of where the target's main threads waited: over the
- * whole window, and over the slots in which a queue built up (the worst latency over 1 ms above the
- * slot before's), where a thread short of its CPU shows first. Undefined without those columns.
+ * What a timeline with PACED_WATCH columns says of where the target's main threads waited, and how
+ * long they ran and waited for a CPU per 10 ms slot: over the whole window, and over the slots in
+ * which a queue built up (the worst latency over 1 ms above the slot before's), where a thread short
+ * of its CPU shows first. Undefined without those columns.
  */
 export function placementOf(timeline: string): Placement | undefined {
   const slots = timeline
     .split('\n')
     .filter((line) => line && !line.startsWith('#'))
     .map((line) => line.split(' ').map(Number));
-  if (slots.length === 0 || slots.some((slot) => slot.length < 6)) return undefined;
+  if (slots.length === 0 || slots.some((slot) => slot.length < 8)) return undefined;
   const share = (chosen: number[][]) => {
     const samples = chosen.reduce((sum, slot) => sum + slot[3]!, 0);
-    const percent = (column: number) => (samples ? Math.round((chosen.reduce((sum, slot) => sum + slot[column]!, 0) * 1000) / samples) / 10 : 0);
-    return { slots: chosen.length, samples, behindGeneratorPercent: percent(4), besideUpstreamPercent: percent(5) };
+    const sum = (column: number) => chosen.reduce((total, slot) => total + slot[column]!, 0);
+    const percent = (column: number) => (samples ? Math.round((sum(column) * 1000) / samples) / 10 : 0);
+    // µs per slot → ms per slot, one decimal.
+    const perSlot = (column: number) => (chosen.length ? Math.round(sum(column) / chosen.length / 100) / 10 : 0);
+    return { slots: chosen.length, samples, behindGeneratorPercent: percent(4), besideUpstreamPercent: percent(5), runMsPerSlot: perSlot(6), waitMsPerSlot: perSlot(7) };
   };
   const building = slots.filter((slot, index) => index > 0 && slot[2]! > slots[index - 1]![2]! + 1);
   return { all: share(slots), queueBuilding: share(building) };

@@ -90,7 +90,10 @@ t.test('the paced report: the generator’s lateness, the kernel threads, the re
         direct: paced('direct', 1, { generatorLagMs: { sends: 4000, sendP99: 0.3, sendMax: 4, reads: 5000, readP99: 0.1, readMax: 2 }, arrivalLatencyMs: { p50: 0.1, p99: 0.9, max: 2 }, kernelThreads: [] }),
         nginx: paced('nginx', 3, { generatorLagMs: { sends: 4000, reads: 0 }, kernelThreads: [{ name: 'kdamond.0', runMs: 120.4, waitMs: 9.6, wakeups: 21 }] }),
         gateway: paced('gateway', 9, { overTenMs: 40, inServiceMs: { requests: 6000, p50AtMost: 0.5, p99AtMost: 2.5, overTenMs: 3 }, cpuUsPerRequest: { service: 17 }, kernelUsPerRequest: 9,
-          placement: { all: { slots: 1000, samples: 10_000, behindGeneratorPercent: 4.2, besideUpstreamPercent: 1.5 }, queueBuilding: { slots: 12, samples: 120, behindGeneratorPercent: 61.7, besideUpstreamPercent: 8.3 } } }),
+          placement: {
+            all: { slots: 1000, samples: 10_000, behindGeneratorPercent: 4.2, besideUpstreamPercent: 1.5, runMsPerSlot: 7.4, waitMsPerSlot: 0.6 },
+            queueBuilding: { slots: 12, samples: 120, behindGeneratorPercent: 61.7, besideUpstreamPercent: 8.3, runMsPerSlot: 6.1, waitMsPerSlot: 3.9 },
+          } }),
       },
       gatewayAddedP99Ms: 8,
     },
@@ -110,7 +113,7 @@ t.test('the paced report: the generator’s lateness, the kernel threads, the re
   t.match(table, /added p99 \(gateway p99 − direct p99\): 8 ms; 40 of its paced requests took over 10 ms as the generator counts/);
   t.match(table, /p99 ≤ 2\.5 ms \(histogram buckets, 6000 requests\), 3 over 10 ms \(warm-up included\)/);
   const placement = table.slice(table.indexOf("where each target's main threads waited"));
-  t.match(placement, /\ntarget\s+all slots\s+slots where a queue built up\ngateway\s+4\.2 \/ 1\.5\s+61\.7 \/ 8\.3 \(12 slots\)(\n|$)/, 'where the main threads waited, overall and while a queue built');
+  t.match(placement, /\ntarget\s+all slots\s+slots where a queue built up\ngateway\s+4\.2 \/ 1\.5 %; 7\.4 \/ 0\.6 ms\s+61\.7 \/ 8\.3 %; 6\.1 \/ 3\.9 ms \(12 slots\)(\n|$)/, 'where the main threads waited, overall and while a queue built');
   t.notMatch(placement, /\n(direct|nginx)\s/, 'a run not sampled has no row');
 });
 

@@ -230,13 +230,16 @@ t.test('where the server waited: behind the generator on its CPU, or beside its 
   t.ok(shared.placement!.all.behindGeneratorPercent >= 50, `a server spinning on the generator's CPU waits behind it (${shared.placement!.all.behindGeneratorPercent} %)`);
   t.equal(shared.placement!.all.besideUpstreamPercent, 0, 'no upstream, none beside');
   const columns = readFileSync(`${process.env.BENCH_PACED_TIMELINE}-shared`, 'utf8').split('\n')[1]!.split(' ');
-  t.equal(columns.length, 6, 'the timeline has the samples beside each slot');
+  t.equal(columns.length, 8, 'the timeline has the samples and the times beside each slot');
+  // The spinning server ran most of each 10 ms slot (the generator, at 200 req/s, takes little of the CPU).
+  t.ok(shared.placement!.all.runMsPerSlot >= 5, `it ran (${shared.placement!.all.runMsPerSlot} ms per slot)`);
 
   const upstream = await busyServer(t, 1);
   const apart = await busyServer(t, 1, upstream.url);
   const beside = await runExternalPaced(pinned, { ...target(apart.url), name: 'beside', pids: [apart.pid], upstreamPids: [upstream.pid] }, settings, 200);
   t.ok(beside.placement!.all.behindGeneratorPercent <= 5, `a server on the other CPU is not behind the generator (${beside.placement!.all.behindGeneratorPercent} %)`);
   t.ok(beside.placement!.all.besideUpstreamPercent >= 50, `it shares that CPU with its spinning upstream (${beside.placement!.all.besideUpstreamPercent} %)`);
+  t.ok(beside.placement!.all.waitMsPerSlot >= 2, `half of that CPU went to the upstream: it waited (${beside.placement!.all.waitMsPerSlot} ms per slot)`);
   // A wake-up each ms of the window, not a spin: the warm-up (0.2 s) and the measured second cost it little.
   t.ok(beside.generatorScheduler!.runMs < 120, `the generator's own CPU over the run (${beside.generatorScheduler!.runMs} ms)`);
 
@@ -248,16 +251,16 @@ t.test('where the server waited: behind the generator on its CPU, or beside its 
 t.test('placementOf: the shares over all slots and over those where a queue built up', async (t) => {
   const timeline = [
     '# header',
-    // slot, requests, worst ms, samples, behind the generator, beside the upstream
-    '1000 2 0.5 10 0 0',
-    '1010 2 3.0 10 10 0', // +2.5 ms: building, all behind
-    '1020 2 2.0 10 0 5', // draining
-    '1030 2 3.5 10 0 10', // +1.5 ms: building, all beside
-    '1040 2 4.0 10 0 0', // +0.5 ms: not counted as building
+    // slot, requests, worst ms, samples, behind the generator, beside the upstream, µs ran, µs waited
+    '1000 2 0.5 10 0 0 8000 0',
+    '1010 2 3.0 10 10 0 5000 5000', // +2.5 ms: building, all behind
+    '1020 2 2.0 10 0 5 10000 0', // draining
+    '1030 2 3.5 10 0 10 6000 3000', // +1.5 ms: building, all beside
+    '1040 2 4.0 10 0 0 9000 500', // +0.5 ms: not counted as building
   ].join('\n');
   t.same(placementOf(timeline), {
-    all: { slots: 5, samples: 50, behindGeneratorPercent: 20, besideUpstreamPercent: 30 },
-    queueBuilding: { slots: 2, samples: 20, behindGeneratorPercent: 50, besideUpstreamPercent: 50 },
+    all: { slots: 5, samples: 50, behindGeneratorPercent: 20, besideUpstreamPercent: 30, runMsPerSlot: 7.6, waitMsPerSlot: 1.7 },
+    queueBuilding: { slots: 2, samples: 20, behindGeneratorPercent: 50, besideUpstreamPercent: 50, runMsPerSlot: 5.5, waitMsPerSlot: 4 },
   });
   t.equal(placementOf('# header\n1000 2 0.5\n'), undefined, 'a timeline without PACED_WATCH has none');
 });
