@@ -231,8 +231,10 @@ t.test('where the server waited: behind the generator on its CPU, or beside its 
   t.equal(shared.placement!.all.besideUpstreamPercent, 0, 'no upstream, none beside');
   const columns = readFileSync(`${process.env.BENCH_PACED_TIMELINE}-shared`, 'utf8').split('\n')[1]!.split(' ');
   t.equal(columns.length, 8, 'the timeline has the samples and the times beside each slot');
-  // The spinning server ran most of each 10 ms slot (the generator, at 200 req/s, takes little of the CPU).
-  t.ok(shared.placement!.all.runMsPerSlot >= 5, `it ran (${shared.placement!.all.runMsPerSlot} ms per slot)`);
+  // Always runnable, the spinning server either ran or waited for the CPU through each 10 ms slot
+  // (how it splits depends on what else the machine runs, e.g. the rest of the suite).
+  const { runMsPerSlot, waitMsPerSlot } = shared.placement!.all;
+  t.ok(runMsPerSlot > 0 && runMsPerSlot + waitMsPerSlot >= 8, `it ran or waited through each slot (${runMsPerSlot} + ${waitMsPerSlot} ms)`);
 
   const upstream = await busyServer(t, 1);
   const apart = await busyServer(t, 1, upstream.url);
