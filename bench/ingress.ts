@@ -14,6 +14,7 @@ import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { countKernelEvents, shortEventName, tcpCounters, tcpGrowth } from './kernel-events.ts';
 import { runPacedScenario, serviceView, type LoadSettings, type PlacementShare, type ScenarioResult } from './load.ts';
+import type { CpuHolders } from './cpu-holders.ts';
 import { compilePaced, runExternalPaced } from './paced.ts';
 import { cpuTimes, freePort, gcSummary, minorFaults, onCleanup, schedulerCounters, settle, startHelper, tempDirectory, type GcSummary, type HelperProcess, type ThreadCounters } from './processes.ts';
 import type { Scenario } from './scenarios.ts';
@@ -474,6 +475,18 @@ export function ingressTable(result: IngressResult): string {
       for (const [name, paced] of placed) {
         const { all, queueBuilding } = paced!.placement!;
         lines.push(`${name.padEnd(12)}  ${cell(all).padStart(26)}  ${`${cell(queueBuilding)} (${queueBuilding.slots} slots)`.padStart(40)}`);
+      }
+    }
+    const held = Object.entries(result.paced.results).filter(([, paced]) => paced?.cpuHolders);
+    if (held.length > 0) {
+      lines.push('', `who held the CPU while each target's main threads waited for one (BENCH_PACED_SCHED; perf's scheduler events): ms waited, ms another CPU sat idle meanwhile, then what ran on their CPU (ms)`);
+      const cell = (holders: CpuHolders) =>
+        `${holders.waitMs} ms waited, ${holders.otherCpuIdleMs} idle elsewhere; ${holders.holders.slice(0, 6).map(({ who, ms }) => `${who} ${ms}`).join(', ') || 'nothing'}`;
+      for (const [name, paced] of held) {
+        const { all, queueBuilding } = paced!.cpuHolders!;
+        const { lostChunks } = paced!.cpuHolders!;
+        lines.push(`${name.padEnd(12)}  all slots: ${cell(all)}`, `${''.padEnd(12)}  where a queue built up: ${cell(queueBuilding)}`);
+        if (lostChunks) lines.push(`${''.padEnd(12)}  perf lost ${lostChunks} buffers of events: these figures are short`);
       }
     }
     const gc = result.paced.gatewayGc;

@@ -5,10 +5,10 @@
  * costs; these say what for, and tell a proxy that asks for more from one whose every call costs
  * more (issue 21 item 3: the gateway's kernel time is 2–3× nginx's per request).
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
-import { open } from 'node:fs/promises';
 import path from 'node:path';
+import { startControlledPerf } from './perf-control.ts';
 import { processTree, tempDirectory } from './processes.ts';
 
 /** The system calls counted one by one (a proxy's loop: readiness, reads, writes, timers, memory). */
@@ -51,40 +51,17 @@ export function perfEventsAvailable(): string | undefined {
 
 /**
  * Counts on `pids` and their descendants (nginx's workers are its master's children; each
- * process's threads as they are now) from when it resolves: perf starts with
- * its counters off and turns them on through its control fifo, acknowledging once they are
- * (`--control`, `-D -1`), so a count starts at a known moment, not when perf happens to have
- * attached. `stop()` ends the count and gives it. Start it just before the load and stop it just
- * after, as the CPU reading is.
+ * process's threads as they are now) from when it resolves (perf-control.ts). `stop()` ends the
+ * count and gives it. Start it just before the load and stop it just after, as the CPU reading is.
  */
 export async function countKernelEvents(pids: readonly number[], events: readonly string[] = KERNEL_EVENTS): Promise<{ stop(): Promise<Record<string, number>> }> {
   const directory = tempDirectory('kg-bench-perf-');
-  const [file, control, acknowledge] = ['stat.csv', 'control', 'ack'].map((name) => path.join(directory, name)) as [string, string, string];
-  execFileSync('mkfifo', [control, acknowledge]);
-  const child = spawn('perf', ['stat', '-x,', '-o', file, '-D', '-1', '--control', `fifo:${control},${acknowledge}`, '-e', events.join(','), '-p', processTree(pids).join(',')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let errors = '';
-  child.stderr.on('data', (chunk: Buffer) => (errors = (errors + chunk.toString()).slice(-2000)));
-  const exited = new Promise<number | null>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => resolve(code));
-  });
-  // Opened read-write, neither end waits for perf to open the other (a perf that failed to start
-  // would leave a plain open hanging): perf's exit ends the wait for its acknowledgement instead.
-  const [controlFile, acknowledgeFile] = await Promise.all([open(control, 'r+'), open(acknowledge, 'r+')]);
-  const closeFifos = () => Promise.all([controlFile.close(), acknowledgeFile.close()]);
-  await controlFile.write('enable\n');
-  const reply = Buffer.alloc(16);
-  const acknowledged = await Promise.race([acknowledgeFile.read(reply, 0, reply.length).then(({ bytesRead }) => reply.subarray(0, bytesRead).toString()), exited.then((code) => `exit ${code}`)]);
-  if (!acknowledged.startsWith('ack')) {
-    child.kill('SIGKILL');
-    throw new Error(`perf stat did not start counting (${acknowledged}): ${errors}`);
-  }
+  const file = path.join(directory, 'stat.csv');
+  const perf = await startControlledPerf('stat', ['-x,', '-o', file, '-e', events.join(','), '-p', processTree(pids).join(',')], directory);
   return {
     async stop() {
       // perf stat prints its counts when interrupted.
-      child.kill('SIGINT');
-      const code = await exited;
-      await closeFifos();
+      const { code, errors } = await perf.stop();
       let output = '';
       try {
         output = readFileSync(file, 'utf8');

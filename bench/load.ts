@@ -5,6 +5,7 @@
 import autocannon, { type Instance, type Options } from 'autocannon';
 import { Pool } from 'undici';
 import { cpuMs, settle, type KernelThreadActivity, type SchedulerCounters, type ThreadCounters } from './processes.ts';
+import type { CpuHoldersReport } from './cpu-holders.ts';
 import type { ProcessRole, Scenario } from './scenarios.ts';
 
 export interface LoadSettings {
@@ -99,6 +100,8 @@ export interface ScenarioResult {
   overTenMs?: number;
   /** Where the target's main threads waited for a CPU during a paced run (BENCH_PACED_TIMELINE; bench/paced.ts placementOf). */
   placement?: Placement;
+  /** What held the CPU while the target's main threads waited for one (BENCH_PACED_SCHED; bench/cpu-holders.ts). */
+  cpuHolders?: CpuHoldersReport;
 }
 
 /**

@@ -8,10 +8,14 @@ import { execFile, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { recordCpuHolders } from './cpu-holders.ts';
 import type { GeneratorLag, LatencyQuantiles, LoadSettings, Placement, ScenarioResult } from './load.ts';
 import { cpuTimes, kernelThreadCounters, kernelThreadGrowth, processTree, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
 
 const run = promisify(execFile);
+
+/** paced.c's slot, ms. */
+const SLOT_MS = 10;
 
 /** What paced.c prints. */
 interface PacedReport {
@@ -62,14 +66,22 @@ export async function runExternalPaced(
   // BENCH_PACED_TIMELINE=prefix: each target's worst latency per 10 ms slot in prefix-<target> (bench/paced.c),
   // and where the target's main threads were each ms: behind the generator, or beside the upstream, on one CPU.
   const timeline = process.env.BENCH_PACED_TIMELINE ? `${process.env.BENCH_PACED_TIMELINE}-${target.name}` : '';
-  const watch = timeline ? `${processTree(target.pids).join(',')};${processTree(target.upstreamPids ?? []).join(',')}` : '';
+  const serverTree = processTree(target.pids);
+  const upstreamTree = processTree(target.upstreamPids ?? []);
+  const watch = timeline ? `${serverTree.join(',')};${upstreamTree.join(',')}` : '';
+  // BENCH_PACED_SCHED=1 as well: perf names whatever held the CPU while they waited (cpu-holders.ts),
+  // its recording kept beside the timeline (prefix-<target>.sched).
+  const holdersRecording = timeline && process.env.BENCH_PACED_SCHED ? await recordCpuHolders(`${timeline}.sched`) : undefined;
   // The CPU is read around the whole run, warm-up included, so it is divided by every request
   // scheduled in it (the report's `sent` counts the measured window only).
   const { stdout } = await run(binary, [url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
     maxBuffer: 1 << 20,
     env: { ...process.env, PACED_TIMELINE: timeline, PACED_WATCH: watch },
   });
-  const placement = timeline ? placementOf(readFileSync(timeline, 'utf8')) : undefined;
+  const timelineText = timeline ? readFileSync(timeline, 'utf8') : '';
+  const placement = timeline ? placementOf(timelineText) : undefined;
+  const cpuHolders =
+    holdersRecording && (await holdersRecording.stop(new Set(serverTree), { target: new Set(serverTree), upstream: new Set(upstreamTree), generatorComm: path.basename(binary) }, slotWindows(timelineText)));
   const scheduler = schedulerGrowth(scheduledBefore, schedulerCounters(target.pids));
   const upstreamScheduler = upstreamBefore && schedulerGrowth(upstreamBefore, schedulerCounters(target.upstreamPids!));
   // None seen at all (a container's /proc): none reported, rather than "none busy".
@@ -105,6 +117,7 @@ export async function runExternalPaced(
     ...(report.overTenMs === undefined ? {} : { overTenMs: report.overTenMs }),
     ...(kernelThreads ? { kernelThreads } : {}),
     ...(placement ? { placement } : {}),
+    ...(cpuHolders ? { cpuHolders } : {}),
   };
 }
 
@@ -115,10 +128,7 @@ export async function runExternalPaced(
  * of its CPU shows first. Undefined without those columns.
  */
 export function placementOf(timeline: string): Placement | undefined {
-  const slots = timeline
-    .split('\n')
-    .filter((line) => line && !line.startsWith('#'))
-    .map((line) => line.split(' ').map(Number));
+  const { slots, building } = timelineSlots(timeline);
   if (slots.length === 0 || slots.some((slot) => slot.length < 8)) return undefined;
   const share = (chosen: number[][]) => {
     const samples = chosen.reduce((sum, slot) => sum + slot[3]!, 0);
@@ -128,6 +138,23 @@ export function placementOf(timeline: string): Placement | undefined {
     const perSlot = (column: number) => (chosen.length ? Math.round(sum(column) / chosen.length / 100) / 10 : 0);
     return { slots: chosen.length, samples, behindGeneratorPercent: percent(4), besideUpstreamPercent: percent(5), runMsPerSlot: perSlot(6), waitMsPerSlot: perSlot(7) };
   };
-  const building = slots.filter((slot, index) => index > 0 && slot[2]! > slots[index - 1]![2]! + 1);
   return { all: share(slots), queueBuilding: share(building) };
+}
+
+/** A timeline's slots (columns as numbers) and those in which a queue built up (the worst latency over 1 ms above the slot before's). */
+function timelineSlots(timeline: string): { slots: number[][]; building: number[][] } {
+  const slots = timeline
+    .split('\n')
+    .filter((line) => line && !line.startsWith('#'))
+    .map((line) => line.split(' ').map(Number));
+  return { slots, building: slots.filter((slot, index) => index > 0 && slot[2]! > slots[index - 1]![2]! + 1) };
+}
+
+/** The wall-clock ms each slot covers (10 ms from its start): the measured window, and where a queue built up. */
+export function slotWindows(timeline: string): { all: { from: number; to: number }[]; queueBuilding: { from: number; to: number }[] } {
+  const { slots, building } = timelineSlots(timeline);
+  const windows = (chosen: number[][]) => chosen.map((slot) => ({ from: slot[0]!, to: slot[0]! + SLOT_MS }));
+  // The whole window as one interval: slots are contiguous.
+  const all = slots.length ? [{ from: slots[0]![0]!, to: slots.at(-1)![0]! + SLOT_MS }] : [];
+  return { all, queueBuilding: windows(building) };
 }
