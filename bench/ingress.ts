@@ -55,7 +55,7 @@ export interface IngressResult {
   rounds: Record<IngressTarget, WrkRun[]>;
   /** Medians over the rounds, and the ratios to nginx. */
   summary: Record<IngressTarget, { cpuUsPerRequest: number; kernelUsPerRequest?: number; mainThreadUsPerRequest?: number; faultsPerRequest?: number; rps: number; cpuVsNginx: number | null; rpsVsNginx: number | null; allocatedBytesPerRequest?: number }>;
-  paced?: { rate: number; generator: string; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number; gatewayGc?: GcSummary };
+  paced?: { rate: number; generator: string; isolated?: boolean; results: Partial<Record<'direct' | 'nginx' | 'gateway', ScenarioResult>>; gatewayAddedP99Ms?: number; gatewayGc?: GcSummary };
 }
 
 /** Whether wrk and nginx are installed (the ingress comparison needs both). */
@@ -303,7 +303,12 @@ export async function runIngressBench(context: IngressContext, options: { thread
     const rate = options.pacedRate ?? Math.max(1, Math.round(medians.gateway.rps * options.pacedShare));
     const generator = compilePaced();
     if ('unavailable' in generator) context.log(`ingress paced: ${generator.unavailable}; the in-process generator runs instead (it competes with the servers for the cores)`);
-    const paced: NonNullable<IngressResult['paced']> = { rate, generator: 'binary' in generator ? 'bench/paced.c' : 'in-process (bench/load.ts)', results: {} };
+    const paced: NonNullable<IngressResult['paced']> = {
+      rate,
+      generator: 'binary' in generator ? 'bench/paced.c' : 'in-process (bench/load.ts)',
+      ...('binary' in generator && process.env.BENCH_PACED_ISOLATE ? { isolated: true } : {}),
+      results: {},
+    };
     for (const name of ['direct', 'nginx', 'gateway'] as const) {
       const scenario: Scenario = {
         // A scenario name of bench/scenarios.ts: BENCH_PACED_TIMELINE's files are <prefix>-upstream-direct, -bare-proxy (nginx's run) and -gateway.
@@ -387,7 +392,7 @@ export function ingressTable(result: IngressResult): string {
   const counted = (Object.keys(summary) as IngressTarget[]).filter((name) => rounds[name].some((run) => run.kernelEventsPerRequest));
   if (counted.length > 0) lines.push('', kernelEventsTable(rounds, counted));
   if (result.paced) {
-    lines.push('', `paced by ${result.paced.generator} (open loop, ${settings.pacedDurationS} s at ${result.paced.rate} req/s = ${Math.round((result.paced.rate / summary.gateway.rps) * 100)} % of the gateway's median top rate):`, '');
+    lines.push('', `paced by ${result.paced.generator} (open loop, ${settings.pacedDurationS} s at ${result.paced.rate} req/s = ${Math.round((result.paced.rate / summary.gateway.rps) * 100)} % of the gateway's median top rate${result.paced.isolated ? `; each target's main threads alone on the last CPU, the generator and its upstream on the others (BENCH_PACED_ISOLATE)` : ''}):`, '');
     // Paced, a request often has an event-loop turn, a wake-up and a write to itself: its CPU can be
     // well above the same target's under wrk (× wrk), so "half the top rate" may not be half a core.
     lines.push(`${'target'.padEnd(12)}  ${'p50 ms'.padStart(8)}  ${'p99 ms'.padStart(8)}  ${'max ms'.padStart(8)}  ${'non-2xx'.padStart(7)}  ${'errors'.padStart(6)}  ${'CPU µs/req'.padStart(10)}  ${'kernel'.padStart(6)}  ${'× wrk'.padStart(6)}`);

@@ -4,8 +4,9 @@
  * in C, it leaves the cores to what it measures (the in-process Node generator's own p99 was 3 ms
  * against nginx answering directly at 12,700 req/s).
  */
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { recordCpuHolders } from './cpu-holders.ts';
@@ -72,12 +73,17 @@ export async function runExternalPaced(
   // BENCH_PACED_SCHED=1 as well: perf names whatever held the CPU while they waited (cpu-holders.ts),
   // its recording kept beside the timeline (prefix-<target>.sched).
   const holdersRecording = timeline && process.env.BENCH_PACED_SCHED ? await recordCpuHolders(`${timeline}.sched`) : undefined;
+  // BENCH_PACED_ISOLATE=1: the target's main threads get the last CPU to themselves, the generator and
+  // the upstream the others, for this run (its helper threads and everything else go where the kernel puts them).
+  const isolation = process.env.BENCH_PACED_ISOLATE ? isolate(serverTree, upstreamTree) : undefined;
   // The CPU is read around the whole run, warm-up included, so it is divided by every request
   // scheduled in it (the report's `sent` counts the measured window only).
-  const { stdout } = await run(binary, [url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
+  const [program, ...programArgs] = isolation ? ['taskset', '-c', isolation.others, binary] : [binary];
+  const { stdout } = await run(program!, [...programArgs, url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
     maxBuffer: 1 << 20,
     env: { ...process.env, PACED_TIMELINE: timeline, PACED_WATCH: watch },
   });
+  isolation?.restore();
   const timelineText = timeline ? readFileSync(timeline, 'utf8') : '';
   const placement = timeline ? placementOf(timelineText) : undefined;
   const cpuHolders =
@@ -157,4 +163,24 @@ export function slotWindows(timeline: string): { all: { from: number; to: number
   // The whole window as one interval: slots are contiguous.
   const all = slots.length ? [{ from: slots[0]![0]!, to: slots.at(-1)![0]! + SLOT_MS }] : [];
   return { all, queueBuilding: windows(building) };
+}
+
+/** Pins `mainThreads` (pids: their first threads only) to the last CPU and all threads of `others` to the rest; `restore()` frees them. */
+function isolate(mainThreads: readonly number[], others: readonly number[]): { others: string; restore(): void } {
+  const cpus = os.availableParallelism();
+  const last = String(cpus - 1);
+  const rest = cpus > 2 ? `0-${cpus - 2}` : '0';
+  const all = `0-${cpus - 1}`;
+  const pin = (cpuList: string, pids: readonly number[], allThreads: boolean) => {
+    for (const pid of pids) execFileSync('taskset', [...(allThreads ? ['-a'] : []), '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
+  };
+  pin(last, mainThreads, false);
+  pin(rest, others, true);
+  return {
+    others: rest,
+    restore() {
+      pin(all, mainThreads, false);
+      pin(all, others, true);
+    },
+  };
 }

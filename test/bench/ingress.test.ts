@@ -86,6 +86,7 @@ t.test('the paced report: the generator’s lateness, the kernel threads, the re
     paced: {
       rate: 500,
       generator: 'bench/paced.c',
+      isolated: true,
       results: {
         direct: paced('direct', 1, { generatorLagMs: { sends: 4000, sendP99: 0.3, sendMax: 4, reads: 5000, readP99: 0.1, readMax: 2 }, arrivalLatencyMs: { p50: 0.1, p99: 0.9, max: 2 }, kernelThreads: [] }),
         nginx: paced('nginx', 3, { generatorLagMs: { sends: 4000, reads: 0 }, kernelThreads: [{ name: 'kdamond.0', runMs: 120.4, waitMs: 9.6, wakeups: 21 }] }),
@@ -93,6 +94,11 @@ t.test('the paced report: the generator’s lateness, the kernel threads, the re
           placement: {
             all: { slots: 1000, samples: 10_000, behindGeneratorPercent: 4.2, besideUpstreamPercent: 1.5, runMsPerSlot: 7.4, waitMsPerSlot: 0.6 },
             queueBuilding: { slots: 12, samples: 120, behindGeneratorPercent: 61.7, besideUpstreamPercent: 8.3, runMsPerSlot: 6.1, waitMsPerSlot: 3.9 },
+          },
+          cpuHolders: {
+            all: { waitMs: 580.2, otherCpuIdleMs: 409.5, holders: [{ who: 'upstream (nginx)', ms: 391.9 }, { who: 'generator', ms: 74.3 }] },
+            queueBuilding: { waitMs: 0, otherCpuIdleMs: 0, holders: [] },
+            lostChunks: 2,
           } }),
       },
       gatewayAddedP99Ms: 8,
@@ -115,6 +121,10 @@ t.test('the paced report: the generator’s lateness, the kernel threads, the re
   const placement = table.slice(table.indexOf("where each target's main threads waited"));
   t.match(placement, /\ntarget\s+all slots\s+slots where a queue built up\ngateway\s+4\.2 \/ 1\.5 %; 7\.4 \/ 0\.6 ms\s+61\.7 \/ 8\.3 %; 6\.1 \/ 3\.9 ms \(12 slots\)(\n|$)/, 'where the main threads waited, overall and while a queue built');
   t.notMatch(placement, /\n(direct|nginx)\s/, 'a run not sampled has no row');
+  t.match(table, /% of the gateway's median top rate; each target's main threads alone on the last CPU, the generator and its upstream on the others \(BENCH_PACED_ISOLATE\)\):/, 'an isolated run says so');
+  const holders = table.slice(table.indexOf('who held the CPU'));
+  t.match(holders, /\ngateway\s+all slots: 580\.2 ms waited, 409\.5 idle elsewhere; upstream \(nginx\) 391\.9, generator 74\.3\n\s+where a queue built up: 0 ms waited, 0 idle elsewhere; nothing\n\s+perf lost 2 buffers of events: these figures are short(\n|$)/, 'what held the CPU, and what perf lost');
+  t.notMatch(holders, /\n(direct|nginx)\s/, 'a run not recorded has no row');
 });
 
 t.test('page faults per request print with three decimals: a median of two rounds is not 0.013999999999999999', async (t) => {

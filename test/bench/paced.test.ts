@@ -266,3 +266,44 @@ t.test('placementOf: the shares over all slots and over those where a queue buil
   });
   t.equal(placementOf('# header\n1000 2 0.5\n'), undefined, 'a timeline without PACED_WATCH has none');
 });
+
+t.test('BENCH_PACED_ISOLATE: the server’s main thread alone on the last CPU, the generator and the upstream on the others, for the run only', async (t) => {
+  if (!('binary' in compiled)) return t.fail(compiled.unavailable);
+  const cpus = os.availableParallelism();
+  if (cpus < 2) return t.fail(`one CPU here (${cpus}): nothing to isolate on`);
+  const [last, rest, all] = [String(cpus - 1), cpus > 2 ? `0-${cpus - 2}` : '0', `0-${cpus - 1}`];
+  const allowed = (pid: number, tid = pid) => /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'))![1];
+  // The upstream: any process with threads of its own (all of them are pinned).
+  const upstream = spawn(process.execPath, ['-e', "new (require('node:worker_threads').Worker)('setInterval(() => {}, 1000)', { eval: true }); setInterval(() => {}, 1000)"], { stdio: 'ignore' });
+  t.teardown(() => void upstream.kill('SIGKILL'));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  // A server that answers 200 only while it, the upstream and the generator are where they should be.
+  const source = `
+    const fs = require('node:fs');
+    const allowed = (pid, tid = pid) => /Cpus_allowed_list:\\s*(\\S+)/.exec(fs.readFileSync('/proc/' + pid + '/task/' + tid + '/status', 'utf8'))[1];
+    const wrong = () => {
+      if (allowed(process.pid) !== process.env.LAST) return 'server on ' + allowed(process.pid);
+      for (const tid of fs.readdirSync('/proc/' + process.env.UPSTREAM + '/task')) if (allowed(process.env.UPSTREAM, tid) !== process.env.REST) return 'upstream thread on ' + allowed(process.env.UPSTREAM, tid);
+      const generators = fs.readdirSync('/proc').filter((pid) => /^\\d+$/.test(pid) && (() => { try { return fs.readFileSync('/proc/' + pid + '/comm', 'utf8').trim() === 'paced'; } catch { return false; } })());
+      if (generators.length !== 1 || allowed(generators[0]) !== process.env.REST) return 'generator ' + generators.map((pid) => allowed(pid)).join(',');
+      return '';
+    };
+    require('node:http').createServer((request, response) => {
+      const reason = wrong();
+      if (reason) process.stderr.write(reason + '\\n');
+      response.statusCode = reason ? 500 : 200;
+      response.end(reason);
+    }).listen(0, '127.0.0.1', function () { console.log(this.address().port); });`;
+  const server = spawn(process.execPath, ['-e', source], { env: { ...process.env, LAST: last, REST: rest, UPSTREAM: String(upstream.pid) }, stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => void server.kill('SIGKILL'));
+  const port = await new Promise<string>((resolve) => server.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString().trim())));
+  t.equal(allowed(server.pid!), all, 'before the run, the server may run anywhere');
+
+  process.env.BENCH_PACED_ISOLATE = '1';
+  t.teardown(() => void delete process.env.BENCH_PACED_ISOLATE);
+  const result = await runExternalPaced(compiled.binary, { name: 'isolated', measures: 'test', url: `http://127.0.0.1:${port}`, headers: {}, role: 'service', pids: [server.pid!], upstreamPids: [upstream.pid!] }, settings, 100);
+  t.ok(result.requests > 50, `${result.requests} answered`);
+  t.same(result.statusCodes, { 200: result.requests }, 'every answer found the server, the upstream and the generator where they should be');
+  t.equal(allowed(server.pid!), all, 'after the run, the server is free again');
+  for (const tid of readdirSync(`/proc/${upstream.pid}/task`)) t.equal(allowed(upstream.pid!, Number(tid)), all, `and the upstream's thread ${tid}`);
+});
