@@ -28,7 +28,7 @@ export interface CpuHolders {
   waitMs: number;
   /** Of that, ms in which another CPU sat idle. */
   otherCpuIdleMs: number;
-  /** What ran on the CPU each wait ended on, while it waited: ms each, most first. */
+  /** What ran on the CPU each wait ended on, while it waited: ms each, most first (`idle`: nothing, the CPU waking up). */
   holders: CpuHolder[];
 }
 
@@ -144,6 +144,8 @@ export class CpuHolderTally {
       overlapping(windows, wait.from, wait.to, (from, to) => {
         waitMs += to - from;
         overlapping(this.runs.get(wait.cpu) ?? [], from, to, (runFrom, runTo, run) => byWho.set(run.who, (byWho.get(run.who) ?? 0) + runTo - runFrom));
+        // Its own CPU idle: woken onto a CPU that had yet to come out of idle (in a VM, a halted vCPU).
+        overlapping(this.idle.get(wait.cpu) ?? [], from, to, (idleFrom, idleTo) => byWho.set('idle', (byWho.get('idle') ?? 0) + idleTo - idleFrom));
         // Idle time on any other CPU during the wait (two vCPUs here: the other one).
         for (const [cpu, intervals] of this.idle) if (cpu !== wait.cpu) overlapping(intervals, from, to, (idleFrom, idleTo) => (otherCpuIdleMs += idleTo - idleFrom));
       });

@@ -58,16 +58,22 @@ t.test('a watched thread’s waits, laid over what ran on its CPU and the other 
     { kind: 'switch', cpu: 0, timeMs: 12, pid: 100, tid: 100, prevComm: 'node-MainThread', prevState: 'S', nextComm: 'swapper/0', nextTid: 0 },
     { kind: 'switch', cpu: 0, timeMs: 20, pid: 0, tid: 0, prevComm: 'swapper/0', prevState: 'R', nextComm: 'node-MainThread', nextTid: 100 },
     { kind: 'switch', cpu: 1, timeMs: 20, pid: 400, tid: 400, prevComm: 'postgres', prevState: 'S', nextComm: 'swapper/1', nextTid: 0 },
+    // Sleeps at 21; woken at 22 onto CPU0, idle, which runs it only at 22.5 (a vCPU coming out of halt).
+    { kind: 'switch', cpu: 0, timeMs: 21, pid: 100, tid: 100, prevComm: 'node-MainThread', prevState: 'S', nextComm: 'swapper/0', nextTid: 0 },
+    { kind: 'wakeup', cpu: 1, timeMs: 22, tid: 100 },
+    { kind: 'switch', cpu: 0, timeMs: 22.5, pid: 0, tid: 0, prevComm: 'swapper/0', prevState: 'R', nextComm: 'node-MainThread', nextTid: 100 },
   ];
   for (const event of events) tally.add(event);
 
+  // CPU1's idle from 20 has not ended when the recording does: not counted.
   t.same(tally.holders([{ from: 0, to: 30 }]), {
-    waitMs: 7,
+    waitMs: 7.5,
     otherCpuIdleMs: 4,
     holders: [
       { who: 'generator', ms: 4 },
       { who: 'target thread (node-V8Worker)', ms: 2 },
       { who: 'kworker', ms: 1 },
+      { who: 'idle', ms: 0.5 },
     ],
   });
   // Only the windows count: [0, 3) holds 2 ms of the first wait, [9, 10) 1 ms of the second.
