@@ -12,10 +12,12 @@ import { once } from 'node:events';
 import { rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { startControlledPerf } from './perf-control.ts';
-import { tempDirectory } from './processes.ts';
+import { onCleanup, tempDirectory } from './processes.ts';
 
 /** The scheduler tracepoints recorded. */
-const EVENTS = ['sched:sched_switch', 'sched:sched_wakeup', 'sched:sched_wakeup_new'];
+// sched_waking is traced on the waker's CPU when the wake-up starts; sched_wakeup only once the
+// woken task is queued (on an idle target CPU, after that CPU has come out of idle).
+const EVENTS = ['sched:sched_switch', 'sched:sched_waking', 'sched:sched_wakeup', 'sched:sched_wakeup_new'];
 
 export interface CpuHolder {
   /** `generator`, `target main thread`, `target thread (V8 Worker)`, `upstream (nginx)`, or another task's name. */
@@ -54,7 +56,7 @@ export type SchedEvent =
   | { kind: 'switch'; cpu: number; timeMs: number; pid: number; tid: number; prevComm: string; prevState: string; nextComm: string; nextTid: number }
   | { kind: 'wakeup'; cpu: number; timeMs: number; tid: number };
 
-const LINE = /^\s*(-?\d+)\/(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(sched_switch|sched_wakeup|sched_wakeup_new):\s+(.*)$/;
+const LINE = /^\s*(-?\d+)\/(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(sched_switch|sched_waking|sched_wakeup|sched_wakeup_new):\s+(.*)$/;
 const SWITCH = /^prev_comm=(.*) prev_pid=(\d+) prev_prio=-?\d+ prev_state=(\S+) ==> next_comm=(.*) next_pid=(\d+) next_prio=-?\d+$/;
 const WAKEUP = /^comm=.* pid=(\d+) prio=-?\d+ target_cpu=\d+$/;
 
@@ -182,7 +184,7 @@ function push<T>(map: Map<number, T[]>, key: number, value: T): void {
 
 /** Why perf cannot record the scheduler here, or undefined if it can. */
 export function schedRecordUnavailable(): string | undefined {
-  const probe = spawnSync('perf', ['record', '-q', '-e', EVENTS.join(','), '-o', '/dev/null', '--', 'true'], { encoding: 'utf8' });
+  const probe = spawnSync('perf', ['record', '-q', '-a', '-e', EVENTS.join(','), '-o', '/dev/null', '--', 'true'], { encoding: 'utf8' });
   if (probe.error) return 'perf is missing (Debian: linux-perf)';
   if (probe.status !== 0) return `perf cannot record scheduler tracepoints here (is tracefs mounted at /sys/kernel/tracing?): ${probe.stderr.trim().slice(0, 300)}`;
   return undefined;
@@ -200,7 +202,7 @@ export interface SlotWindows {
  * the garbage of reading them, left in the bench's own heap, is collected during the next measured
  * run (a 250 MB heap's mark-compact, on the CPUs being measured).
  */
-export async function recordCpuHolders(file: string): Promise<{ stop(watched: ReadonlySet<number>, roles: TaskRoles, slots: SlotWindows): Promise<CpuHoldersReport> }> {
+export async function recordCpuHolders(file: string): Promise<{ stop(watched: ReadonlySet<number>, roles: TaskRoles, slots: SlotWindows): Promise<CpuHoldersReport>; abandon(): Promise<void> }> {
   const unavailable = schedRecordUnavailable();
   if (unavailable) throw new Error(`BENCH_PACED_SCHED: ${unavailable}`);
   // The control fifos only: the recording stays in `file` for `perf sched timehist -i` and the like.
@@ -208,21 +210,36 @@ export async function recordCpuHolders(file: string): Promise<{ stop(watched: Re
   // perf drains each CPU's buffer when it is half full, in one write that the kernel (PREEMPT_NONE
   // here) does not interrupt: 16 MB buffers held a CPU for 5–10 ms at a time, 512 KB ones for well under 1.
   const perf = await startControlledPerf('record', ['-q', '-a', '-k', 'mono', '-m', '128', '-e', EVENTS.join(','), '-o', file], directory);
+  // Stopped at the bench's cleanup too, should the run fail before stop() or abandon().
+  let stopped = false;
+  const stopPerf = async () => {
+    if (stopped) return { errors: '' };
+    stopped = true;
+    const { errors } = await perf.stop();
+    rmSync(directory, { recursive: true, force: true });
+    return { errors };
+  };
+  onCleanup(`stop perf record (${file})`, async () => void (await stopPerf()));
   return {
+    async abandon() {
+      await stopPerf();
+    },
     async stop(watched, roles, slots) {
       // perf record re-raises the SIGINT that stops it, so its exit says nothing: perf script judges the file.
-      const { errors } = await perf.stop();
-      rmSync(directory, { recursive: true, force: true });
+      const { errors } = await stopPerf();
       const request: TallyRequest = { file, watched: [...watched], target: [...roles.target], upstream: [...roles.upstream], generatorComm: roles.generatorComm, slots };
       // This module, run by the same node and loader (tsx) as the bench; the report comes back over
       // IPC, as the bench's node flags (--trace-gc…) may print on the child's stdout too.
       const child = spawn(process.execPath, [...process.execArgv, import.meta.filename], { stdio: ['pipe', 'ignore', 'pipe', 'ipc'] });
+      // A child that dies early fails below by its exit status, not by an EPIPE here.
+      child.stdin!.on('error', () => {});
       child.stdin!.end(JSON.stringify(request));
       let report: CpuHoldersReport | undefined;
       let stderr = '';
       child.on('message', (message) => (report = message as CpuHoldersReport));
       child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
-      const [status] = (await once(child, 'exit')) as [number | null];
+      // 'close', not 'exit': the report's message may arrive after the exit.
+      const [status] = (await once(child, 'close')) as [number | null];
       if (status !== 0 || !report) throw new Error(`tallying ${file} failed (exit ${status}): ${stderr}; perf record said: ${errors}`);
       return report;
     },
@@ -244,21 +261,26 @@ interface TallyRequest {
  * (its buffer full before it drained it) are counted in the report, as a tally missing them is short.
  */
 async function tally(request: TallyRequest): Promise<CpuHoldersReport> {
-  const tally = new CpuHolderTally(new Set(request.watched), { target: new Set(request.target), upstream: new Set(request.upstream), generatorComm: request.generatorComm });
+  const holders = new CpuHolderTally(new Set(request.watched), { target: new Set(request.target), upstream: new Set(request.upstream), generatorComm: request.generatorComm });
+  let switches = 0;
   const script = spawn('perf', ['script', '-i', request.file, '-F', 'pid,tid,cpu,time,event,trace'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let errors = '';
   script.stderr.on('data', (chunk: Buffer) => (errors = (errors + chunk.toString()).slice(-4000)));
   const exited = once(script, 'exit') as Promise<[number | null]>;
   for await (const line of createInterface({ input: script.stdout })) {
     const event = parseSchedLine(line);
-    if (event) tally.add(event);
+    if (!event) continue;
+    if (event.kind === 'switch') switches++;
+    holders.add(event);
   }
   const [status] = await exited;
   if (status !== 0) throw new Error(`perf script failed (exit ${status}): ${errors}`);
+  // Not "0 ms waited": a perf that prints switches in another format.
+  if (switches === 0) throw new Error(`no scheduler switch read from ${request.file} (perf script's format?): ${errors}`);
   const wallMinusMonotonic = Date.now() - Number(process.hrtime.bigint()) / 1e6;
   const monotonic = (intervals: Interval[]) => intervals.map(({ from, to }) => ({ from: from - wallMinusMonotonic, to: to - wallMinusMonotonic }));
   const lost = /lost (\d+) chunks/.exec(errors);
-  return { all: tally.holders(monotonic(request.slots.all)), queueBuilding: tally.holders(monotonic(request.slots.queueBuilding)), ...(lost ? { lostChunks: Number(lost[1]) } : {}) };
+  return { all: holders.holders(monotonic(request.slots.all)), queueBuilding: holders.holders(monotonic(request.slots.queueBuilding)), ...(lost ? { lostChunks: Number(lost[1]) } : {}) };
 }
 
 // Run as a script (by recordCpuHolders): a TallyRequest on stdin, the report to the parent.

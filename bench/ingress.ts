@@ -488,8 +488,7 @@ export function ingressTable(result: IngressResult): string {
       const cell = (holders: CpuHolders) =>
         `${holders.waitMs} ms waited, ${holders.otherCpuIdleMs} idle elsewhere; ${holders.holders.slice(0, 6).map(({ who, ms }) => `${who} ${ms}`).join(', ') || 'nothing'}`;
       for (const [name, paced] of held) {
-        const { all, queueBuilding } = paced!.cpuHolders!;
-        const { lostChunks } = paced!.cpuHolders!;
+        const { all, queueBuilding, lostChunks } = paced!.cpuHolders!;
         lines.push(`${name.padEnd(12)}  all slots: ${cell(all)}`, `${''.padEnd(12)}  where a queue built up: ${cell(queueBuilding)}`);
         if (lostChunks) lines.push(`${''.padEnd(12)}  perf lost ${lostChunks} buffers of events: these figures are short`);
       }

@@ -75,15 +75,24 @@ export async function runExternalPaced(
   const holdersRecording = timeline && process.env.BENCH_PACED_SCHED ? await recordCpuHolders(`${timeline}.sched`) : undefined;
   // BENCH_PACED_ISOLATE=1: the target's main threads get the last CPU to themselves, the generator and
   // the upstream the others, for this run (its helper threads and everything else go where the kernel puts them).
-  const isolation = process.env.BENCH_PACED_ISOLATE ? isolate(serverTree, upstreamTree) : undefined;
-  // The CPU is read around the whole run, warm-up included, so it is divided by every request
-  // scheduled in it (the report's `sent` counts the measured window only).
-  const [program, ...programArgs] = isolation ? ['taskset', '-c', isolation.others, binary] : [binary];
-  const { stdout } = await run(program!, [...programArgs, url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
-    maxBuffer: 1 << 20,
-    env: { ...process.env, PACED_TIMELINE: timeline, PACED_WATCH: watch },
-  });
-  isolation?.restore();
+  let isolation: ReturnType<typeof isolate> | undefined;
+  let stdout: string;
+  try {
+    isolation = process.env.BENCH_PACED_ISOLATE ? isolate(serverTree, upstreamTree) : undefined;
+    // The CPU is read around the whole run, warm-up included, so it is divided by every request
+    // scheduled in it (the report's `sent` counts the measured window only).
+    const [program, ...programArgs] = isolation ? ['taskset', '-c', isolation.others, binary] : [binary];
+    ({ stdout } = await run(program!, [...programArgs, url.hostname, url.port || '80', String(rate), String(settings.duration), String(settings.warmup), String(settings.connections), String(settings.timeout), requestFile], {
+      maxBuffer: 1 << 20,
+      env: { ...process.env, PACED_TIMELINE: timeline, PACED_WATCH: watch },
+    }));
+  } catch (error) {
+    // A system-wide recording must not outlive a failed run.
+    await holdersRecording?.abandon();
+    throw error;
+  } finally {
+    isolation?.restore();
+  }
   const timelineText = timeline ? readFileSync(timeline, 'utf8') : '';
   const placement = timeline ? placementOf(timelineText) : undefined;
   const cpuHolders =
@@ -174,13 +183,25 @@ function isolate(mainThreads: readonly number[], others: readonly number[]): { o
   const pin = (cpuList: string, pids: readonly number[], allThreads: boolean) => {
     for (const pid of pids) execFileSync('taskset', [...(allThreads ? ['-a'] : []), '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
   };
-  pin(last, mainThreads, false);
-  pin(rest, others, true);
-  return {
-    others: rest,
-    restore() {
-      pin(all, mainThreads, false);
-      pin(all, others, true);
-    },
+  const restore = () => {
+    // Each pid on its own: one that has exited meanwhile does not keep the others pinned.
+    for (const pid of mainThreads) tryPin(() => pin(all, [pid], false));
+    for (const pid of others) tryPin(() => pin(all, [pid], true));
   };
+  try {
+    pin(last, mainThreads, false);
+    pin(rest, others, true);
+  } catch (error) {
+    restore();
+    throw error;
+  }
+  return { others: rest, restore };
+}
+
+function tryPin(pin: () => void): void {
+  try {
+    pin();
+  } catch {
+    // The process is gone: nothing to free.
+  }
 }

@@ -32,6 +32,9 @@ export async function startControlledPerf(command: 'stat' | 'record', args: read
   const acknowledged = await Promise.race([acknowledgeFile.read(reply, 0, reply.length).then(({ bytesRead }) => reply.subarray(0, bytesRead).toString()), exited.then((code) => `exit ${code}`)]);
   if (!acknowledged.startsWith('ack')) {
     child.kill('SIGKILL');
+    // The read of the acknowledgement is still pending (the fifo is open read-write, so it never
+    // sees end-of-file), and close() waits for it: feed it a byte first.
+    await acknowledgeFile.write('x');
     await closeFifos();
     throw new Error(`perf ${command} did not start (${acknowledged}): ${errors}`);
   }
