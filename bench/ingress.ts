@@ -447,6 +447,12 @@ export function ingressTable(result: IngressResult): string {
         lines.push(`${name.padEnd(12)}  ${threads || 'none over 1 ms'}`);
       }
     }
+    const withSteal = Object.entries(result.paced.results).filter(([, paced]) => paced?.stolenMs);
+    if (withSteal.length > 0) {
+      // A vCPU the host took away stalls whatever ran on it, and its threads' own counters show neither run nor wait.
+      lines.push('', `the host's steal time over each paced run (warm-up included; /proc/stat, 10 ms ticks): ms per CPU`, '');
+      for (const [name, paced] of withSteal) lines.push(`${name.padEnd(12)}  ${paced!.stolenMs!.map((ms, cpu) => `cpu${cpu} ${ms}`).join(', ')}`);
+    }
     const withTcp = Object.entries(result.paced.results).filter(([, paced]) => paced?.tcp && Object.keys(paced.tcp).length > 0);
     if (withTcp.length > 0) {
       // A segment lost or a window closed stalls its connection for a timer's length, outside any process.

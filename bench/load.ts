@@ -87,6 +87,8 @@ export interface ScenarioResult {
   arrivalLatencyMs?: LatencyQuantiles;
   /** The host's busiest kernel threads over a paced run, warm-up included (bench/processes.ts kernelThreadGrowth). */
   kernelThreads?: KernelThreadActivity[];
+  /** Each CPU's steal time over a paced run, warm-up included, in ms (bench/processes.ts stealMs): the hypervisor's share. */
+  stolenMs?: number[];
   /** The service's own event-loop delay over a paced run (its /metrics), when it could be read. */
   eventLoopDelayMs?: { mean: number; p99: number; max: number };
   /**

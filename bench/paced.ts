@@ -11,7 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { recordCpuHolders } from './cpu-holders.ts';
 import type { GeneratorLag, LatencyQuantiles, LoadSettings, Placement, ScenarioResult } from './load.ts';
-import { cpuTimes, kernelThreadCounters, kernelThreadGrowth, processTree, schedulerCounters, schedulerGrowth, settle, tempDirectory, type ThreadCounters } from './processes.ts';
+import { cpuTimes, kernelThreadCounters, kernelThreadGrowth, processTree, schedulerCounters, schedulerGrowth, settle, stealGrowth, stealMs, tempDirectory, type ThreadCounters } from './processes.ts';
 
 const run = promisify(execFile);
 
@@ -64,6 +64,7 @@ export async function runExternalPaced(
   const scheduledBefore = schedulerCounters(target.pids);
   const upstreamBefore = target.upstreamPids && schedulerCounters(target.upstreamPids);
   const kernelBefore = kernelThreadCounters();
+  const stealBefore = stealMs();
   // BENCH_PACED_TIMELINE=prefix: each target's worst latency per 10 ms slot in prefix-<target> (bench/paced.c),
   // and where the target's main threads were each ms: behind the generator, or beside the upstream, on one CPU.
   const timeline = process.env.BENCH_PACED_TIMELINE ? `${process.env.BENCH_PACED_TIMELINE}-${target.name}` : '';
@@ -101,6 +102,7 @@ export async function runExternalPaced(
   const upstreamScheduler = upstreamBefore && schedulerGrowth(upstreamBefore, schedulerCounters(target.upstreamPids!));
   // None seen at all (a container's /proc): none reported, rather than "none busy".
   const kernelThreads = kernelBefore.size > 0 ? kernelThreadGrowth(kernelBefore, kernelThreadCounters(), 4) : undefined;
+  const stolenMs = stealGrowth(stealBefore, stealMs());
   await settle(target.pids);
   const after = cpuTimes(target.pids);
   const cpu = after.userMs + after.systemMs - before.userMs - before.systemMs;
@@ -131,6 +133,7 @@ export async function runExternalPaced(
     ...(report.arrivalLatencyMs ? { arrivalLatencyMs: report.arrivalLatencyMs } : {}),
     ...(report.overTenMs === undefined ? {} : { overTenMs: report.overTenMs }),
     ...(kernelThreads ? { kernelThreads } : {}),
+    ...(stolenMs ? { stolenMs } : {}),
     ...(placement ? { placement } : {}),
     ...(cpuHolders ? { cpuHolders } : {}),
   };

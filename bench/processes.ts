@@ -597,6 +597,38 @@ export function kernelThreadGrowth(before: KernelThreadCounters, after: KernelTh
 }
 
 /**
+ * Each CPU's steal time now, in ms (`/proc/stat`, the eighth field of each `cpuN` line, in clock
+ * ticks of 10 ms): time a vCPU had work but the hypervisor ran something else. A thread on a stolen
+ * vCPU accrues neither run time nor run-queue wait in its schedstat (CONFIG_PARAVIRT_TIME_ACCOUNTING),
+ * so without this a stall of the whole VM looks like every process sleeping at once. Empty where
+ * `/proc/stat` cannot be read.
+ */
+export function stealMs(procStat: string = readProcStat()): number[] {
+  const stolen: number[] = [];
+  for (const line of procStat.split('\n')) {
+    const fields = /^cpu(\d+)\s+(.*)$/.exec(line);
+    if (!fields) continue;
+    const steal = Number(fields[2]!.trim().split(/\s+/)[7] ?? 0);
+    stolen[Number(fields[1])] = Number.isFinite(steal) ? steal * 10 : 0;
+  }
+  return stolen;
+}
+
+function readProcStat(): string {
+  try {
+    return readFileSync('/proc/stat', 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+/** Steal per CPU between two readings of stealMs(); undefined where either could not be read. */
+export function stealGrowth(before: readonly number[], after: readonly number[]): number[] | undefined {
+  if (before.length === 0 || before.length !== after.length) return undefined;
+  return after.map((ms, cpu) => ms - before[cpu]!);
+}
+
+/**
  * Waits until the processes are idle (at most one clock tick, 10 ms, over 250 ms), at most `maxMs`;
  * false if they never were. Requests still in flight when a run stops (64 queued bcrypt hashes
  * take seconds) would otherwise be billed to the next scenario.

@@ -89,7 +89,7 @@ t.test('the paced report: the generator’s lateness, the kernel threads, the re
       isolated: true,
       results: {
         direct: paced('direct', 1, { generatorLagMs: { sends: 4000, sendP99: 0.3, sendMax: 4, reads: 5000, readP99: 0.1, readMax: 2 }, arrivalLatencyMs: { p50: 0.1, p99: 0.9, max: 2 }, kernelThreads: [] }),
-        nginx: paced('nginx', 3, { generatorLagMs: { sends: 4000, reads: 0 }, kernelThreads: [{ name: 'kdamond.0', runMs: 120.4, waitMs: 9.6, wakeups: 21 }] }),
+        nginx: paced('nginx', 3, { generatorLagMs: { sends: 4000, reads: 0 }, kernelThreads: [{ name: 'kdamond.0', runMs: 120.4, waitMs: 9.6, wakeups: 21 }], stolenMs: [10, 70] }),
         gateway: paced('gateway', 9, { overTenMs: 40, inServiceMs: { requests: 6000, p50AtMost: 0.5, p99AtMost: 2.5, overTenMs: 3 }, cpuUsPerRequest: { service: 17 }, kernelUsPerRequest: 9,
           placement: {
             all: { slots: 1000, samples: 10_000, behindGeneratorPercent: 4.2, besideUpstreamPercent: 1.5, runMsPerSlot: 7.4, waitMsPerSlot: 0.6 },
@@ -116,6 +116,9 @@ t.test('the paced report: the generator’s lateness, the kernel threads, the re
   t.match(kernelThreads, /direct\s+none over 1 ms\n/, 'kernel threads seen, none busy');
   t.match(kernelThreads, /nginx\s+kdamond\.0 120 \/ 10 \/ 21\n/);
   t.notMatch(kernelThreads, /gateway/, 'none seen at all: no row');
+  const steal = table.slice(table.indexOf("the host's steal time"), table.indexOf("gateway's added p99"));
+  t.match(steal, /ms per CPU\n\nnginx\s+cpu0 10, cpu1 70\n/, 'steal per CPU for a run that read it');
+  t.notMatch(steal, /\n(direct|gateway)\s/, 'a run without the figures has no row');
   t.match(table, /added p99 \(gateway p99 − direct p99\): 8 ms; 40 of its paced requests took over 10 ms as the generator counts/);
   t.match(table, /p99 ≤ 2\.5 ms \(histogram buckets, 6000 requests\), 3 over 10 ms \(warm-up included\)/);
   const placement = table.slice(table.indexOf("where each target's main threads waited"));

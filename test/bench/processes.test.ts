@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { cpuMs, cpuTimes, gcEventOf, minorFaults, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, summariseGc, threadCounters } from '../../bench/processes.ts';
+import { cpuMs, cpuTimes, gcEventOf, minorFaults, kernelThreadCounters, kernelThreadGrowth, schedulerCounters, schedulerGrowth, stealGrowth, stealMs, summariseGc, threadCounters } from '../../bench/processes.ts';
 
 // The ingress bench charges CPU to a process tree and reads the scheduler's counters around its
 // paced runs, to say whether a tail is the event loop waiting for a CPU. Real processes here.
@@ -38,6 +39,24 @@ t.test('the kernel threads that ran between two readings, busiest first', async 
     { name: 'kworker/0:1-mm_percpu_wq', runMs: 2, waitMs: 0, wakeups: 1 },
   ], 'by time run and waited; under a millisecond left out; a thread that started meanwhile has no growth; its latest name');
   t.same(kernelThreadGrowth(before, after, 1), [{ name: 'ksoftirqd/0', runMs: 2, waitMs: 220, wakeups: 300 }], 'at most `top`');
+});
+
+t.test("each CPU's steal time is read from /proc/stat in ms", async (t) => {
+  const procStat = [
+    'cpu  114803 0 109670 174015 548 0 69818 405 0 0',
+    'cpu0 57346 0 54821 86944 352 0 34817 191 0 0',
+    'cpu1 57456 0 54849 87070 195 0 35001 214 0 0',
+    'intr 123 0 0',
+    'ctxt 999',
+  ].join('\n');
+  t.same(stealMs(procStat), [1910, 2140], 'the eighth field of each cpuN line, ticks of 10 ms; the all-CPU line left out');
+  t.same(stealMs(''), [], 'nothing readable: nothing');
+  t.same(stealGrowth([1910, 2140], [1930, 2140]), [20, 0], 'growth per CPU');
+  t.equal(stealGrowth([], [10, 20]), undefined, 'a reading missing: no growth');
+  t.equal(stealGrowth([10], [10, 20]), undefined, 'CPUs that do not match: no growth');
+  const here = stealMs();
+  t.equal(here.length, readFileSync('/proc/stat', 'utf8').split('\n').filter((line) => /^cpu\d/.test(line)).length, 'one figure per CPU of this machine');
+  t.ok(here.every((ms) => Number.isInteger(ms) && ms >= 0), 'whole ms, none negative');
 });
 
 t.test('the kernel threads are read, and no process of ours', async (t) => {
